@@ -1,0 +1,166 @@
+import ArgumentParser
+import QoSMapCore
+import QoSMapTables
+
+extension QoSMapCommand {
+    /// `qosmap lookup <field> <value>` and `qosmap lookup class <class>`.
+    struct Lookup: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
+            discussion: """
+                Inbound:  qosmap lookup dscp 46      (fields: dscp, ip-precedence|prec, 8021p|pcp|dot1p, exp|mpls-exp)
+                Outbound: qosmap lookup class AF4 --color yellow
+                Values are decimal, 0x.., 0b.., or for DSCP a PHB name (EF, AF41, CS6, LE, VA, DF).
+                """)
+
+        @Argument(help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.")
+        var kind: String
+
+        @Argument(help: "The field's value, or the service class for 'class'.")
+        var value: String
+
+        @Option(name: .long, help: "The color for an outbound lookup (green, yellow, red).")
+        var color: String = "green"
+
+        @Option(name: .long, help: "The DS domain.")
+        var domain: String = "default"
+
+        @Flag(name: .long, help: "With an 8021p lookup: the frame's DEI bit is set.")
+        var dei = false
+
+        @OptionGroup var tableOptions: TableOptions
+        @OptionGroup var output: OutputOptions
+
+        enum Query {
+            case inbound(Field, UInt8)
+            case outbound(Treatment)
+        }
+
+        func query() throws -> Query {
+            if kind.lowercased() == "class" {
+                guard let sc = ServiceClass(name: value) else {
+                    throw UsageError("unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
+                }
+                guard let c = Color(name: color) else {
+                    throw UsageError("unknown color '\(color)'; allowed: \(Color.allowedNames)")
+                }
+                return .outbound(Treatment(sc, c))
+            }
+            guard let field = Field(name: kind) else {
+                throw UsageError("unknown field '\(kind)'; allowed: \(Field.allowedNames), class")
+            }
+            do {
+                return .inbound(field, try field.parseValue(value))
+            } catch {
+                throw UsageError(error.description)
+            }
+        }
+
+        func validate() throws {
+            do {
+                _ = try query()
+            } catch let error as UsageError {
+                throw ValidationError(error.description)
+            }
+            if dei, Field(name: kind) != .dot1p {
+                throw ValidationError("--dei applies only to an 8021p lookup, not '\(kind)'")
+            }
+        }
+
+        func run() throws {
+            let set = try tableOptions.load()
+            let d = try resolveDomain(domain, in: set)
+            switch try query() {
+            case .inbound(let field, let raw):
+                let t =
+                    field == .dot1p
+                    ? d.classify(pcp: PCP(truncating: raw), dei: dei) : d.classify(field, raw)
+                let marks = OutboundMarks(domain: d, treatment: t)
+                if output.json {
+                    print(
+                        jsonText(
+                            InboundJSON(
+                                domain: d.name, field: field.name, value: Int(raw), serviceClass: t.serviceClass.name,
+                                color: t.color.name, outbound: marks.dictionary)))
+                } else {
+                    let shown = field == .dscp ? DSCP(truncating: raw).description : "\(raw)"
+                    let deiText = field == .dot1p && dei ? " dei 1" : ""
+                    print("domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)")
+                    print("outbound \(t) in domain \(d.name):")
+                    print(marks.text)
+                }
+            case .outbound(let t):
+                let marks = OutboundMarks(domain: d, treatment: t)
+                if output.json {
+                    print(
+                        jsonText(
+                            OutboundJSON(
+                                domain: d.name, serviceClass: t.serviceClass.name, color: t.color.name,
+                                dscp: marks.dscp, ipPrecedence: marks.precedence, dot1p: marks.pcp, exp: marks.exp)))
+                } else {
+                    print("outbound \(t) in domain \(d.name):")
+                    print(marks.text)
+                }
+            }
+        }
+    }
+}
+
+/// What every field is written as for one class and color.
+struct OutboundMarks {
+    var dscp: Int
+    var precedence: Int
+    var pcp: Int
+    var dei: Bool
+    var exp: Int
+    var deiMeaningful: Bool
+
+    init(domain d: DSDomain, treatment t: Treatment) {
+        dscp = Int(d.dscp(for: t).rawValue)
+        precedence = Int(d.precedence(for: t).rawValue)
+        pcp = Int(d.pcp(for: t).rawValue)
+        dei = d.dei(for: t)
+        exp = Int(d.exp(for: t).rawValue)
+        deiMeaningful = d.dropEligibility == .color
+    }
+
+    var dictionary: [String: Int] {
+        ["dscp": dscp, "ip-precedence": precedence, "8021p": pcp, "exp": exp]
+    }
+
+    var text: String {
+        let pcpText = deiMeaningful ? "\(pcp) (S-tag DEI \(dei ? 1 : 0))" : "\(pcp)"
+        return table(
+            [
+                ["dscp", DSCP(truncating: UInt8(dscp)).description],
+                ["ip-precedence", "\(precedence)"],
+                ["8021p", pcpText],
+                ["exp", "\(exp)"],
+            ], indent: "  ")
+    }
+}
+
+struct InboundJSON: Encodable {
+    var domain: String
+    var field: String
+    var value: Int
+    var serviceClass: String
+    var color: String
+    var outbound: [String: Int]
+}
+
+struct OutboundJSON: Encodable {
+    var domain: String
+    var serviceClass: String
+    var color: String
+    var dscp: Int
+    var ipPrecedence: Int
+    var dot1p: Int
+    var exp: Int
+
+    enum CodingKeys: String, CodingKey {
+        case domain, serviceClass, color, dscp, exp
+        case ipPrecedence = "ip-precedence"
+        case dot1p = "8021p"
+    }
+}

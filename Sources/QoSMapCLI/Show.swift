@@ -1,0 +1,208 @@
+import ArgumentParser
+import Foundation
+import QoSMapCore
+import QoSMapTables
+
+extension QoSMapCommand {
+    /// `qosmap show <domain>`: a domain's tables laid out like the reference's.
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a domain's inbound and outbound tables.")
+
+        enum Direction: String, ExpressibleByArgument, CaseIterable {
+            case inbound, outbound
+        }
+
+        @Argument(help: "The domain's name (see 'qosmap domains').")
+        var domain: String
+
+        @Option(name: .long, help: "Only this field (dscp, ip-precedence, 8021p, exp).")
+        var field: String?
+
+        @Option(name: .long, help: "Only this direction (inbound, outbound).")
+        var direction: Direction?
+
+        @OptionGroup var tableOptions: TableOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            if let field, Field(name: field) == nil {
+                throw ValidationError("unknown field '\(field)'; allowed: \(Field.allowedNames)")
+            }
+        }
+
+        func run() throws {
+            let set = try tableOptions.load()
+            let d = try resolveDomain(domain, in: set)
+            let fields = field.flatMap { Field(name: $0) }.map { [$0] } ?? Field.allCases
+            let showIn = direction != .outbound
+            let showOut = direction != .inbound
+            if output.json {
+                print(jsonText(ShowJSON(domain: d, fields: fields, inbound: showIn, outbound: showOut)))
+                return
+            }
+            var sections: [String] = []
+            sections.append(
+                "domain \(d.name) (\(d.origin), \(d.isEditable ? "editable" : "not editable"), dei \(d.dropEligibility))"
+                    + (d.summary.isEmpty ? "" : "\n\(d.summary)"))
+            for f in fields {
+                if showIn { sections.append(inboundText(d, f)) }
+                if showOut { sections.append(outboundText(d, f)) }
+            }
+            print(sections.joined(separator: "\n\n"))
+        }
+
+        func inboundText(_ d: DSDomain, _ f: Field) -> String {
+            var rows = [[f == .dscp ? "DSCP" : f.name.uppercased(), "Service", "Color"]]
+            if f == .dscp { rows[0].insert("PHB", at: 1) }
+            for v in 0..<f.valueCount {
+                let t = d.classify(f, UInt8(v))
+                var row = ["\(v)", t.serviceClass.name, t.color.name]
+                if f == .dscp { row.insert(DSCP(truncating: UInt8(v)).name ?? "-", at: 1) }
+                rows.append(row)
+            }
+            return "inbound \(f.name) -> service class and color\n" + table(rows, indent: "  ")
+        }
+
+        func outboundText(_ d: DSDomain, _ f: Field) -> String {
+            var rows = [["Service", "Green", "Yellow", "Red"]]
+            for sc in ServiceClass.allCases {
+                rows.append(
+                    [sc.name]
+                        + Color.allCases.map { c in
+                            let v = d.mark(f, for: Treatment(sc, c))
+                            return f == .dscp ? DSCP(truncating: v).description : "\(v)"
+                        })
+            }
+            return "outbound service class and color -> \(f.name)\n" + table(rows, indent: "  ")
+        }
+    }
+}
+
+struct ShowJSON: Encodable {
+    struct InboundRow: Encodable {
+        var value: Int
+        var serviceClass: String
+        var color: String
+    }
+    struct OutboundRow: Encodable {
+        var serviceClass: String
+        var green: Int
+        var yellow: Int
+        var red: Int
+    }
+    var domain: String
+    var origin: String
+    var editable: Bool
+    var dei: String
+    var inbound: [String: [InboundRow]]?
+    var outbound: [String: [OutboundRow]]?
+
+    init(domain d: DSDomain, fields: [Field], inbound: Bool, outbound: Bool) {
+        domain = d.name
+        origin = d.origin.description
+        editable = d.isEditable
+        dei = d.dropEligibility.name
+        if inbound {
+            var map: [String: [InboundRow]] = [:]
+            for f in fields {
+                map[f.name] = (0..<f.valueCount).map { v in
+                    let t = d.classify(f, UInt8(v))
+                    return InboundRow(value: v, serviceClass: t.serviceClass.name, color: t.color.name)
+                }
+            }
+            self.inbound = map
+        }
+        if outbound {
+            var map: [String: [OutboundRow]] = [:]
+            for f in fields {
+                map[f.name] = ServiceClass.allCases.map { sc in
+                    OutboundRow(
+                        serviceClass: sc.name, green: Int(d.mark(f, for: Treatment(sc, .green))),
+                        yellow: Int(d.mark(f, for: Treatment(sc, .yellow))),
+                        red: Int(d.mark(f, for: Treatment(sc, .red))))
+                }
+            }
+            self.outbound = map
+        }
+    }
+}
+
+extension QoSMapCommand {
+    /// `qosmap domains`: every domain with its origin and editability.
+    struct Domains: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the DS domains.")
+
+        @OptionGroup var tableOptions: TableOptions
+        @OptionGroup var output: OutputOptions
+
+        struct Row: Encodable {
+            var name: String
+            var origin: String
+            var editable: Bool
+            var dei: String
+            var description: String
+        }
+
+        func run() throws {
+            let set = try tableOptions.load()
+            let rows = set.domains.domains.map {
+                Row(
+                    name: $0.name, origin: $0.origin.description, editable: $0.isEditable,
+                    dei: $0.dropEligibility.name, description: $0.summary)
+            }
+            if output.json {
+                print(jsonText(rows))
+                return
+            }
+            print(
+                table(
+                    [["NAME", "ORIGIN", "EDITABLE", "DEI", "DESCRIPTION"]]
+                        + rows.map { [$0.name, $0.origin, $0.editable ? "yes" : "no", $0.dei, $0.description] }))
+        }
+    }
+
+    /// `qosmap validate FILE...`: check table files, every problem as
+    /// `file:line:column: message`.
+    struct Validate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check table files; print every problem as file:line:column: message (exit 65 on errors).")
+
+        @Argument(help: "Domain files to check (YAML). Directories check every *.yaml in them.")
+        var files: [String]
+
+        func validate() throws {
+            if files.isEmpty { throw ValidationError("missing FILE; give one or more table files") }
+        }
+
+        func run() throws {
+            var sources: [TableSource] = []
+            var unreadable: [String] = []
+            for path in files {
+                do {
+                    if isDirectory(path) {
+                        sources += try TableFiles.sources(inDirectory: path)
+                    } else {
+                        sources.append(try TableFiles.source(atPath: path))
+                    }
+                } catch let e as DataError {
+                    unreadable.append(e.description)
+                }
+            }
+            let result = TableLoader.load(sources)
+            var lines = unreadable
+            switch result {
+            case .success(let set):
+                lines += set.warnings.map(\.description)
+            case .failure(let error):
+                lines += error.diagnostics.map(\.description)
+            }
+            if case .failure = result {
+                throw DataError(lines.joined(separator: "\n"))
+            }
+            if !unreadable.isEmpty { throw DataError(lines.joined(separator: "\n")) }
+            for line in lines { printError(line) }
+            print("\(sources.count) file(s) valid")
+        }
+    }
+}

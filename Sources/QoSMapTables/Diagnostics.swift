@@ -1,0 +1,167 @@
+import Yams
+
+/// One problem found in a table file, reported as `file:line:column: message`.
+public struct TableDiagnostic: Error, Equatable, Sendable, CustomStringConvertible {
+    /// How serious a diagnostic is.
+    public enum Severity: Sendable, Equatable {
+        /// The file is rejected.
+        case error
+        /// The file loads, but something looks wrong.
+        case warning
+    }
+
+    /// The file's path as given.
+    public var file: String
+    /// The 1-based line.
+    public var line: Int
+    /// The 1-based column.
+    public var column: Int
+    /// What is wrong, naming the bad token and what is allowed.
+    public var message: String
+    /// Error or warning.
+    public var severity: Severity
+
+    /// Creates a diagnostic.
+    public init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {
+        self.file = file
+        self.line = line
+        self.column = column
+        self.message = message
+        self.severity = severity
+    }
+
+    /// `file:line:column: message`, with `warning: ` before a warning's message.
+    public var description: String {
+        "\(file):\(line):\(column): " + (severity == .warning ? "warning: " : "") + message
+    }
+}
+
+/// A table file that could not be loaded: every problem found in it.
+public struct TableLoadError: Error, Sendable, CustomStringConvertible {
+    /// The problems, errors and warnings, in file order.
+    public var diagnostics: [TableDiagnostic]
+
+    /// Creates the error.
+    public init(_ diagnostics: [TableDiagnostic]) { self.diagnostics = diagnostics }
+
+    /// One diagnostic per line.
+    public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+}
+
+/// Walks a composed YAML document and collects positioned diagnostics.
+struct YAMLContext {
+    let file: String
+    var diagnostics: [TableDiagnostic] = []
+
+    init(file: String) { self.file = file }
+
+    var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+
+    mutating func error(_ node: Node?, _ message: String) {
+        let mark = node?.mark
+        diagnostics.append(
+            TableDiagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
+    }
+
+    mutating func warning(_ node: Node?, _ message: String) {
+        let mark = node?.mark
+        diagnostics.append(
+            TableDiagnostic(
+                file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message,
+                severity: .warning))
+    }
+
+    /// Composes the text, turning a YAML syntax error into a diagnostic.
+    mutating func compose(_ text: String) -> Node? {
+        do {
+            guard let node = try Yams.compose(yaml: text) else {
+                diagnostics.append(TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
+                return nil
+            }
+            return node
+        } catch let error as YamlError {
+            diagnostics.append(YAMLContext.diagnostic(for: error, file: file))
+            return nil
+        } catch {
+            diagnostics.append(TableDiagnostic(file: file, line: 1, column: 1, message: "\(error)"))
+            return nil
+        }
+    }
+
+    static func diagnostic(for error: YamlError, file: String) -> TableDiagnostic {
+        switch error {
+        case .scanner(let context, let problem, let mark, _),
+            .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            let ctx = context.map { "\($0.text) " } ?? ""
+            return TableDiagnostic(
+                file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(ctx)\(problem)")
+        default:
+            return TableDiagnostic(file: file, line: 1, column: 1, message: "YAML: \(error)")
+        }
+    }
+
+    /// A scalar's text, or a diagnostic naming what was expected.
+    mutating func scalar(_ node: Node, _ what: String) -> String? {
+        guard case .scalar(let s) = node else {
+            error(node, "expected \(what), found a \(node.kindName)")
+            return nil
+        }
+        return s.string
+    }
+
+    /// A mapping's pairs, with duplicate keys reported.
+    mutating func mapping(_ node: Node, _ what: String) -> [(key: Node, value: Node, name: String)]? {
+        guard case .mapping(let m) = node else {
+            error(node, "expected \(what) (a mapping), found a \(node.kindName)")
+            return nil
+        }
+        var seen: [String: Node] = [:]
+        var pairs: [(key: Node, value: Node, name: String)] = []
+        for (k, v) in m {
+            guard case .scalar(let ks) = k else {
+                error(k, "expected a plain key in \(what), found a \(k.kindName)")
+                continue
+            }
+            if let first = seen[ks.string] {
+                let at = first.mark.map { " (first at line \($0.line), column \($0.column))" } ?? ""
+                error(k, "duplicate key '\(ks.string)' in \(what)\(at)")
+                continue
+            }
+            seen[ks.string] = k
+            pairs.append((k, v, ks.string))
+        }
+        return pairs
+    }
+
+    /// Checks a mapping's keys against an allowed list.
+    mutating func checkKeys(
+        _ pairs: [(key: Node, value: Node, name: String)], allowed: [String], in what: String
+    ) {
+        for p in pairs where !allowed.contains(p.name) {
+            error(p.key, "unknown key '\(p.name)' in \(what); allowed: \(allowed.joined(separator: ", "))")
+        }
+    }
+
+    mutating func bool(_ node: Node, _ what: String) -> Bool? {
+        guard let s = scalar(node, what) else { return nil }
+        switch s.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default:
+            error(node, "invalid \(what) '\(s)'; allowed: true, false")
+            return nil
+        }
+    }
+}
+
+extension Node {
+    var kindName: String {
+        switch self {
+        case .scalar: "scalar"
+        case .mapping: "mapping"
+        case .sequence: "sequence"
+        case .alias: "alias"
+        }
+    }
+}

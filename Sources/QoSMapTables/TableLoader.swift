@@ -1,0 +1,167 @@
+import QoSMapCore
+import Yams
+
+/// One table file's path and text.
+public struct TableSource: Sendable, Equatable {
+    /// The path shown in diagnostics.
+    public var path: String
+    /// The file's text.
+    public var text: String
+
+    /// Creates a source.
+    public init(path: String, text: String) {
+        self.path = path
+        self.text = text
+    }
+}
+
+/// What a set of table files defines.
+public struct TableSet: Sendable {
+    /// The domains, built-ins first.
+    public var domains: DomainSet
+    /// Warnings found while loading (errors throw instead).
+    public var warnings: [TableDiagnostic] = []
+
+    /// Creates a table set.
+    public init(domains: DomainSet, warnings: [TableDiagnostic] = []) {
+        self.domains = domains
+        self.warnings = warnings
+    }
+}
+
+/// Loads domain files: parses them with positions, resolves `import`, applies
+/// overrides to editable domains and checks that every map is total.
+public enum TableLoader {
+    /// The built-in tables, parsed once from the files compiled in from `Tables/`.
+    public static let builtIn: TableSet = {
+        let sources = EmbeddedTables.files.map { TableSource(path: "Tables/" + $0.path, text: $0.text) }
+        switch load(sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }) {
+        case .success(let set): return set
+        case .failure(let error):
+            // Only a broken build gets here; the test suite loads these files.
+            fatalError("built-in tables do not load:\n\(error)")
+        }
+    }()
+
+    /// Loads user files on top of a base set (normally ``builtIn``).
+    ///
+    /// All files are checked and every problem is reported; nothing from a
+    /// failing batch is applied.
+    public static func load(
+        _ sources: [TableSource], onto base: TableSet = builtIn,
+        origin: (String) -> DomainOrigin = { .file($0) }
+    ) -> Result<TableSet, TableLoadError> {
+        var diagnostics: [TableDiagnostic] = []
+        var documents: [DomainDocument] = []
+        for source in sources {
+            var ctx = YAMLContext(file: source.path)
+            if let root = ctx.compose(source.text) {
+                if let pairs = ctx.mapping(root, "a table file") {
+                    if pairs.contains(where: { $0.name == "domain" }) {
+                        // A file with syntax errors is not resolved, so that
+                        // one bad cell is not reported again as a gap.
+                        if let doc = DomainParser.parse(root: root, pairs: pairs, ctx: &ctx), !ctx.hasErrors {
+                            documents.append(doc)
+                        }
+                    } else {
+                        ctx.error(root, "a table file needs a top-level 'domain' key")
+                    }
+                }
+            }
+            diagnostics += ctx.diagnostics
+        }
+        var set = base
+        var definedIn: [String: String] = [:]
+        var pending = documents
+        // Resolve imports across the batch in dependency order, whatever the
+        // file order.
+        while !pending.isEmpty {
+            let batchNames = Set(pending.map(\.name))
+            let ready = pending.filter { doc in
+                guard let imp = doc.importName, imp != doc.name else { return true }
+                return !batchNames.contains(imp)
+            }
+            let next = ready.isEmpty ? pending : ready  // a cycle: report it below
+            for doc in next {
+                var ctx = YAMLContext(file: doc.file)
+                if ready.isEmpty {
+                    ctx.error(doc.importNode, "import cycle through domain '\(doc.importName ?? "")'")
+                } else if let domain = resolve(doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx) {
+                    set.domains.insert(domain)
+                    definedIn[doc.name] = doc.file
+                }
+                diagnostics += ctx.diagnostics
+            }
+            pending.removeAll { d in next.contains { $0.file == d.file && $0.name == d.name } }
+        }
+        diagnostics.sort { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }
+        if diagnostics.contains(where: { $0.severity == .error }) {
+            return .failure(TableLoadError(diagnostics))
+        }
+        set.warnings += diagnostics
+        return .success(set)
+    }
+
+    static func resolve(
+        _ doc: DomainDocument, in set: TableSet, definedIn: [String: String], origin: (String) -> DomainOrigin,
+        ctx: inout YAMLContext
+    ) -> DSDomain? {
+        var builder: DomainBuilder
+        if let existing = set.domains[doc.name] {
+            if let other = definedIn[doc.name] {
+                ctx.error(doc.nameNode, "domain '\(doc.name)' is already defined in \(other)")
+                return nil
+            }
+            guard existing.isEditable else {
+                ctx.error(
+                    doc.nameNode,
+                    "domain '\(doc.name)' is built in and cannot be modified; derive a new domain with "
+                        + "'import: \(doc.name)'")
+                return nil
+            }
+            if doc.importNode != nil {
+                ctx.error(doc.importNode, "'import' is not allowed when overriding existing domain '\(doc.name)'")
+                return nil
+            }
+            // Overriding an editable domain (Junos-style): unlisted cells keep their values.
+            builder = existing.derive(name: doc.name)
+            builder.isEditable = existing.isEditable
+        } else if let imp = doc.importName {
+            guard let base = set.domains[imp] else {
+                ctx.error(
+                    doc.importNode, "unknown domain '\(imp)' to import; known domains: "
+                        + set.domains.names.joined(separator: ", "))
+                return nil
+            }
+            builder = base.derive(name: doc.name)
+        } else {
+            builder = DomainBuilder(name: doc.name)
+        }
+        if !doc.summary.isEmpty { builder.summary = doc.summary }
+        if let e = doc.editable { builder.isEditable = e }
+        if let d = doc.dropEligibility { builder.dropEligibility = d }
+        builder.origin = origin(doc.file)
+        for cell in doc.inbound { builder.setInbound(cell.field, cell.value, cell.treatment) }
+        for cell in doc.outbound { builder.setOutbound(cell.field, cell.treatment, cell.value) }
+        var complete = true
+        for field in Field.allCases {
+            let (ins, outs) = builder.missingCells(field)
+            if !ins.isEmpty {
+                complete = false
+                ctx.error(
+                    doc.inboundNodes[field] ?? doc.nameNode,
+                    "inbound \(field.name) map of domain '\(doc.name)' is not total; undefined values: "
+                        + rangeText(ins.map(Int.init)))
+            }
+            if !outs.isEmpty {
+                complete = false
+                ctx.error(
+                    doc.outboundNodes[field] ?? doc.nameNode,
+                    "outbound \(field.name) map of domain '\(doc.name)' is not total; undefined cells: "
+                        + outs.map(\.description).joined(separator: ", "))
+            }
+        }
+        guard complete, !ctx.hasErrors else { return nil }
+        return try? builder.build()
+    }
+}

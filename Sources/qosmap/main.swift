@@ -1,0 +1,3 @@
+import QoSMapCLI
+
+QoSMapCommand.run()
