@@ -7,14 +7,21 @@ let package = Package(
     products: [
         .library(name: "QoSMapCore", targets: ["QoSMapCore"]),
         .library(name: "QoSMapTables", targets: ["QoSMapTables"]),
+        .library(name: "QoSMapPacket", targets: ["QoSMapPacket"]),
+        .library(name: "NFQueue", targets: ["NFQueue"]),
         .executable(name: "qosmap", targets: ["qosmap"]),
+        .executable(name: "qosmapd", targets: ["qosmapd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
-        // Layer 1: pure Swift, no C, no Foundation.
+        // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
         .target(name: "QoSMapCore"),
         // Layer 1: table loading (Yams) and the built-in tables compiled in from Tables/.
         .target(
@@ -24,17 +31,61 @@ let package = Package(
         .executableTarget(name: "qosmap-embed-tables"),
         .plugin(name: "EmbedTables", capability: .buildTool(), dependencies: ["qosmap-embed-tables"]),
 
-        // Layer 5: the CLI. Commands live in a library so tests can drive them.
+        // Layer 2: pure-Swift packet parser and in-place remarker.
+        .target(name: "QoSMapPacket", dependencies: ["QoSMapCore"]),
+
+        // Layer 3: C system libraries and the shim for macros Swift cannot import.
+        .systemLibrary(
+            name: "CPcap", pkgConfig: "libpcap", providers: [.apt(["libpcap-dev"])]),
+        .systemLibrary(
+            name: "CNetfilterQueue", pkgConfig: "libnetfilter_queue",
+            providers: [.apt(["libnetfilter-queue-dev"])]),
+        .systemLibrary(name: "CMnl", pkgConfig: "libmnl", providers: [.apt(["libmnl-dev"])]),
+        .target(name: "CQoSMapShim", dependencies: ["CNetfilterQueue", "CMnl"]),
+
+        // Layer 4: typed Swift wrappers over the C libraries.
+        .target(name: "QoSMapCapture", dependencies: ["CPcap"]),
+        .target(name: "NFQueue", dependencies: ["CNetfilterQueue", "CMnl", "CQoSMapShim"]),
+
+        // Layer 5: the CLI (commands in a library so tests can drive them) and the daemon.
         .target(
             name: "QoSMapCLI",
             dependencies: [
-                "QoSMapCore", "QoSMapTables",
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
+        .target(
+            name: "QoSMapDaemon",
+            dependencies: [
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        .executableTarget(
+            name: "qosmapd",
+            dependencies: [
+                "QoSMapDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+
+        // Release-mode benchmark harness (not a test).
+        .executableTarget(
+            name: "qosmap-bench", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"],
+            swiftSettings: [.unsafeFlags(["-O"])]),
 
         .testTarget(name: "QoSMapCoreTests", dependencies: ["QoSMapCore"]),
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),
+        .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
+        .testTarget(name: "NFQueueTests", dependencies: ["NFQueue"]),
+        .testTarget(name: "QoSMapDaemonTests", dependencies: ["QoSMapDaemon"]),
         .testTarget(name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap"]),
     ],
     swiftLanguageModes: [.v6]

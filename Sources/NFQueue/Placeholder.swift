@@ -1,0 +1,4 @@
+// Placeholder until this layer lands.
+import CNetfilterQueue
+import CMnl
+import CQoSMapShim

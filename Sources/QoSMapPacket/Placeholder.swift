@@ -1,0 +1,2 @@
+// Placeholder until this layer lands.
+import QoSMapCore

@@ -1,0 +1,1 @@
+print("qosmap-bench: not implemented yet")

@@ -1,0 +1,1 @@
+print("qosmapd: not implemented yet")
