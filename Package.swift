@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
         .testTarget(name: "NFQueueTests", dependencies: ["NFQueue"]),
         .testTarget(name: "QoSMapDaemonTests", dependencies: ["QoSMapDaemon"]),
-        .testTarget(name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap"]),
+        .testTarget(name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap"], exclude: ["Golden"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -93,9 +93,28 @@ struct YAMLContext {
         case .scanner(let context, let problem, let mark, _),
             .parser(let context, let problem, let mark, _),
             .composer(let context, let problem, let mark, _):
-            let ctx = context.map { "\($0.text) " } ?? ""
+            let ctx = context.map { " (\($0.text) at line \($0.mark.line), column \($0.mark.column))" } ?? ""
             return TableDiagnostic(
-                file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(ctx)\(problem)")
+                file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(problem)\(ctx)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            // Yams reports the first occurrence; point at the repeat, which is
+            // the line to fix.
+            let key = duplicates.first ?? ""
+            let first = context.mark
+            var line = first.line
+            var column = first.column
+            let lines = context.text.split(separator: "\n", omittingEmptySubsequences: false)
+            for (i, text) in lines.enumerated() where i + 1 > first.line {
+                let indent = text.prefix { $0 == " " }.count
+                if indent == first.column - 1, text.dropFirst(indent).hasPrefix(key + ":") {
+                    line = i + 1
+                    column = indent + 1
+                    break
+                }
+            }
+            return TableDiagnostic(
+                file: file, line: line, column: column,
+                message: "duplicate key '\(key)' (first at line \(first.line), column \(first.column))")
         default:
             return TableDiagnostic(file: file, line: 1, column: 1, message: "YAML: \(error)")
         }
