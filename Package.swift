@@ -78,8 +78,7 @@ let package = Package(
 
         // Release-mode benchmark harness (not a test).
         .executableTarget(
-            name: "qosmap-bench", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"],
-            swiftSettings: [.unsafeFlags(["-O"])]),
+            name: "qosmap-bench", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
 
         .testTarget(name: "QoSMapCoreTests", dependencies: ["QoSMapCore"]),
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),

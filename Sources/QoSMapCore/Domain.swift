@@ -66,7 +66,11 @@ public struct DSDomain: Sendable, Equatable {
     @usableFromInline var inbound: [UInt8]
     @usableFromInline var outbound: [UInt8]
 
-    @usableFromInline static let inboundBase: [Int] = [0, 64, 72, 80]
+    /// Where a field's inbound cells start: DSCP at 0, then 8 per field.
+    @inlinable
+    static func inboundBase(_ field: Field) -> Int {
+        field == .dscp ? 0 : 56 &+ 8 &* Int(field.rawValue)
+    }
 
     /// Creates a domain from complete maps.
     ///
@@ -112,8 +116,11 @@ public struct DSDomain: Sendable, Equatable {
     @inlinable
     public func classify(_ field: Field, _ value: UInt8) -> Treatment {
         let mask: UInt8 = field == .dscp ? 63 : 7
-        let packed = inbound[DSDomain.inboundBase[Int(field.rawValue)] &+ Int(value & mask)]
-        return Treatment(ServiceClass(rawValue: packed >> 2)!, Color(rawValue: packed & 3)!)
+        let packed = inbound[DSDomain.inboundBase(field) &+ Int(value & mask)]
+        // Cells are written only by DomainBuilder from valid enums, so the
+        // packed bits are always a valid case: no failable init on the hot path.
+        return Treatment(
+            unsafeBitCast(packed >> 2, to: ServiceClass.self), unsafeBitCast(packed & 3, to: Color.self))
     }
 
     /// The class and color of a DSCP (table 1 in the default domain).
@@ -224,7 +231,7 @@ public struct DomainBuilder: Sendable {
     /// Sets one inbound cell; the value is masked to the field's width.
     public mutating func setInbound(_ field: Field, _ value: UInt8, _ treatment: Treatment) {
         let mask: UInt8 = field == .dscp ? 63 : 7
-        inbound[DSDomain.inboundBase[Int(field.rawValue)] + Int(value & mask)] =
+        inbound[DSDomain.inboundBase(field) + Int(value & mask)] =
             treatment.serviceClass.rawValue << 2 | treatment.color.rawValue
     }
 
@@ -236,7 +243,7 @@ public struct DomainBuilder: Sendable {
 
     /// Whether an inbound cell has been set.
     public func hasInbound(_ field: Field, _ value: UInt8) -> Bool {
-        inbound[DSDomain.inboundBase[Int(field.rawValue)] + Int(value)] != DomainBuilder.undefined
+        inbound[DSDomain.inboundBase(field) + Int(value)] != DomainBuilder.undefined
     }
 
     /// Whether an outbound cell has been set.

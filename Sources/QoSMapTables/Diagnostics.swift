@@ -74,7 +74,9 @@ struct YAMLContext {
     /// Composes the text, turning a YAML syntax error into a diagnostic.
     mutating func compose(_ text: String) -> Node? {
         do {
-            guard let node = try Yams.compose(yaml: text) else {
+            // The basic resolver: every scalar is read as text by this loader, and the
+            // default resolver's regular expressions cost milliseconds at start-up.
+            guard let node = try Yams.compose(yaml: text, .basic) else {
                 diagnostics.append(TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
                 return nil
             }

@@ -1,1 +1,10 @@
-print("qosmap-bench: not implemented yet")
+// Release-mode benchmark harness: `qosmap-bench lookup [ITERATIONS]`.
+let args = CommandLine.arguments.dropFirst()
+switch args.first {
+case "lookup", nil:
+    runLookupBenchmark(iterations: args.dropFirst().first.flatMap { Int($0) } ?? 50_000_000)
+case "load":
+    runLoadBenchmark(iterations: 50)
+default:
+    print("usage: qosmap-bench lookup [ITERATIONS]")
+}
