@@ -222,7 +222,7 @@ struct ProfileTableTests {
             })
         let t = domain.classify(pcp: PCP(truncating: UInt8(pcp)))
         let decoded = try #require(row["priority"]?.integer)
-        // 5P3D folds pairs of classes: the domain's class is the decoded priority or the one above it.
+        // Decoded priority N is the class whose priority is N (BE=0 ... CS7=7).
         #expect(Int(t.serviceClass.rawValue) == decoded)
         #expect((t.color != .green) == row["dropEligible"]?.flag)
     }
