@@ -6,11 +6,14 @@ extension QoSMapCommand {
     /// `qosmap lookup <field> <value>` and `qosmap lookup class <class>`.
     struct Lookup: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
+            abstract:
+                "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
             discussion: """
                 Inbound:  qosmap lookup dscp 46      (fields: dscp, ip-precedence|prec, 8021p|pcp|dot1p, exp|mpls-exp)
                 Outbound: qosmap lookup class AF4 --color yellow
                 Values are decimal, 0x.., 0b.., or for DSCP a PHB name (EF, AF41, CS6, LE, VA, DF).
+                Profiles: qosmap lookup qci 1 | 5qi 82 | app voip | service telephony [--profile NAME]
+                          (defaults: 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; see 'qosmap profile list')
                 """)
 
         @Argument(help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.")
@@ -28,18 +31,24 @@ extension QoSMapCommand {
         @Flag(name: .long, help: "With an 8021p lookup: the frame's DEI bit is set.")
         var dei = false
 
+        @Option(name: .long, help: "The standards profile for a qci, 5qi, app or service lookup.")
+        var profile: String?
+
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
 
         enum Query {
             case inbound(Field, UInt8)
             case outbound(Treatment)
+            case profile(ProfileQuery)
         }
 
         func query() throws -> Query {
+            if let q = try ProfileQuery(kind: kind, value: value) { return .profile(q) }
             if kind.lowercased() == "class" {
                 guard let sc = ServiceClass(name: value) else {
-                    throw UsageError("unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
+                    throw UsageError(
+                        "unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
                 }
                 guard let c = Color(name: color) else {
                     throw UsageError("unknown color '\(color)'; allowed: \(Color.allowedNames)")
@@ -47,7 +56,8 @@ extension QoSMapCommand {
                 return .outbound(Treatment(sc, c))
             }
             guard let field = Field(name: kind) else {
-                throw UsageError("unknown field '\(kind)'; allowed: \(Field.allowedNames), class")
+                throw UsageError(
+                    "unknown field '\(kind)'; allowed: \(Field.allowedNames), class, qci, 5qi, app, service")
             }
             do {
                 return .inbound(field, try field.parseValue(value))
@@ -65,12 +75,19 @@ extension QoSMapCommand {
             if dei, Field(name: kind) != .dot1p {
                 throw ValidationError("--dei applies only to an 8021p lookup, not '\(kind)'")
             }
+            if profile != nil, case .profile = try query() {
+            } else if profile != nil {
+                throw ValidationError(
+                    "--profile applies only to a qci, 5qi, app or service lookup, not '\(kind)'")
+            }
         }
 
         func run() throws {
             let set = try tableOptions.load()
             let d = try resolveDomain(domain, in: set)
             switch try query() {
+            case .profile(let q):
+                try runProfileLookup(q, set: set, domain: d)
             case .inbound(let field, let raw):
                 let t =
                     field == .dot1p
@@ -80,12 +97,15 @@ extension QoSMapCommand {
                     print(
                         jsonText(
                             InboundJSON(
-                                domain: d.name, field: field.name, value: Int(raw), serviceClass: t.serviceClass.name,
+                                domain: d.name, field: field.name, value: Int(raw),
+                                serviceClass: t.serviceClass.name,
                                 color: t.color.name, outbound: marks.dictionary)))
                 } else {
                     let shown = field == .dscp ? DSCP(truncating: raw).description : "\(raw)"
                     let deiText = field == .dot1p && dei ? " dei 1" : ""
-                    print("domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)")
+                    print(
+                        "domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)"
+                    )
                     print("outbound \(t) in domain \(d.name):")
                     print(marks.text)
                 }
@@ -96,7 +116,8 @@ extension QoSMapCommand {
                         jsonText(
                             OutboundJSON(
                                 domain: d.name, serviceClass: t.serviceClass.name, color: t.color.name,
-                                dscp: marks.dscp, ipPrecedence: marks.precedence, dot1p: marks.pcp, exp: marks.exp)))
+                                dscp: marks.dscp, ipPrecedence: marks.precedence, dot1p: marks.pcp,
+                                exp: marks.exp)))
                 } else {
                     print("outbound \(t) in domain \(d.name):")
                     print(marks.text)

@@ -99,6 +99,11 @@ enum DomainParser {
             }
             return lo...hi
         }
+        if field == .dscp, text.contains("(") {
+            // `EF(46)` style: a name that contradicts its number is a warning.
+            guard let d = parseDSCPCell(text, node: node, ctx: &ctx) else { return nil }
+            return Int(d.rawValue)...Int(d.rawValue)
+        }
         do {
             let v = Int(try field.parseValue(text))
             return v...v
@@ -152,6 +157,9 @@ enum DomainParser {
 
     static func outboundValue(_ node: Node, field: Field, ctx: inout YAMLContext) -> UInt8? {
         guard let s = ctx.scalar(node, "a \(field.name) value") else { return nil }
+        if field == .dscp, s.contains("(") {
+            return parseDSCPCell(s, node: node, ctx: &ctx)?.rawValue
+        }
         do {
             return try field.parseValue(s)
         } catch {

@@ -19,17 +19,20 @@ public struct TableSource: Sendable, Equatable {
 public struct TableSet: Sendable {
     /// The domains, built-ins first.
     public var domains: DomainSet
+    /// The standards profiles (`profile:` files), built-ins first.
+    public var profiles: ProfileSet
     /// Warnings found while loading (errors throw instead).
     public var warnings: [TableDiagnostic] = []
 
     /// Creates a table set.
-    public init(domains: DomainSet, warnings: [TableDiagnostic] = []) {
+    public init(domains: DomainSet, profiles: ProfileSet = ProfileSet(), warnings: [TableDiagnostic] = []) {
         self.domains = domains
+        self.profiles = profiles
         self.warnings = warnings
     }
 }
 
-/// Loads domain files: parses them with positions, resolves `import`, applies
+/// Loads domain and profile files: parses them with positions, resolves `import`, applies
 /// overrides to editable domains and checks that every map is total.
 public enum TableLoader {
     /// The built-in tables, parsed once from the files compiled in from `Tables/`.
@@ -53,24 +56,55 @@ public enum TableLoader {
     ) -> Result<TableSet, TableLoadError> {
         var diagnostics: [TableDiagnostic] = []
         var documents: [DomainDocument] = []
+        var profiles: [(profile: Profile, nameNode: Node, file: String)] = []
+        let builtInBatch = origin("") == .builtIn
         for source in sources {
             var ctx = YAMLContext(file: source.path)
             if let root = ctx.compose(source.text) {
                 if let pairs = ctx.mapping(root, "a table file") {
-                    if pairs.contains(where: { $0.name == "domain" }) {
+                    let isDomain = pairs.contains(where: { $0.name == "domain" })
+                    let isProfile = pairs.contains(where: { $0.name == "profile" })
+                    if isDomain && isProfile {
+                        ctx.error(root, "a table file has either a 'domain' or a 'profile' key, not both")
+                    } else if isProfile {
+                        if let p = ProfileParser.parse(root: root, pairs: pairs, ctx: &ctx), !ctx.hasErrors {
+                            var profile = p.profile
+                            profile.isBuiltIn = builtInBatch
+                            profiles.append((profile, p.nameNode, source.path))
+                        }
+                    } else if isDomain {
                         // A file with syntax errors is not resolved, so that
                         // one bad cell is not reported again as a gap.
                         if let doc = DomainParser.parse(root: root, pairs: pairs, ctx: &ctx), !ctx.hasErrors {
                             documents.append(doc)
                         }
                     } else {
-                        ctx.error(root, "a table file needs a top-level 'domain' key")
+                        ctx.error(
+                            root,
+                            "a table file needs a top-level 'domain' key (or 'profile' for a standards profile)"
+                        )
                     }
                 }
             }
             diagnostics += ctx.diagnostics
         }
         var set = base
+        var profileFiles: [String: String] = [:]
+        for entry in profiles {
+            var ctx = YAMLContext(file: entry.file)
+            if let other = profileFiles[entry.profile.name] {
+                ctx.error(entry.nameNode, "profile '\(entry.profile.name)' is already defined in \(other)")
+            } else if let existing = set.profiles[entry.profile.name], existing.isBuiltIn {
+                ctx.error(
+                    entry.nameNode,
+                    "profile '\(entry.profile.name)' is built in and cannot be redefined; choose another name"
+                )
+            } else {
+                set.profiles.insert(entry.profile)
+                profileFiles[entry.profile.name] = entry.file
+            }
+            diagnostics += ctx.diagnostics
+        }
         var definedIn: [String: String] = [:]
         var pending = documents
         // Resolve imports across the batch in dependency order, whatever the
@@ -86,7 +120,8 @@ public enum TableLoader {
                 var ctx = YAMLContext(file: doc.file)
                 if ready.isEmpty {
                     ctx.error(doc.importNode, "import cycle through domain '\(doc.importName ?? "")'")
-                } else if let domain = resolve(doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx) {
+                } else if let domain = resolve(doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx)
+                {
                     set.domains.insert(domain)
                     definedIn[doc.name] = doc.file
                 }
@@ -103,7 +138,8 @@ public enum TableLoader {
     }
 
     static func resolve(
-        _ doc: DomainDocument, in set: TableSet, definedIn: [String: String], origin: (String) -> DomainOrigin,
+        _ doc: DomainDocument, in set: TableSet, definedIn: [String: String],
+        origin: (String) -> DomainOrigin,
         ctx: inout YAMLContext
     ) -> DSDomain? {
         var builder: DomainBuilder
@@ -120,7 +156,8 @@ public enum TableLoader {
                 return nil
             }
             if doc.importNode != nil {
-                ctx.error(doc.importNode, "'import' is not allowed when overriding existing domain '\(doc.name)'")
+                ctx.error(
+                    doc.importNode, "'import' is not allowed when overriding existing domain '\(doc.name)'")
                 return nil
             }
             // Overriding an editable domain (Junos-style): unlisted cells keep their values.
@@ -129,7 +166,8 @@ public enum TableLoader {
         } else if let imp = doc.importName {
             guard let base = set.domains[imp] else {
                 ctx.error(
-                    doc.importNode, "unknown domain '\(imp)' to import; known domains: "
+                    doc.importNode,
+                    "unknown domain '\(imp)' to import; known domains: "
                         + set.domains.names.joined(separator: ", "))
                 return nil
             }

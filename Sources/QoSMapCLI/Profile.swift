@@ -1,0 +1,156 @@
+import ArgumentParser
+import QoSMapCore
+import QoSMapTables
+
+extension QoSMapCommand {
+    /// `qosmap profile list|show`: the standards profiles (RFC 4594, 3GPP QCI, ...).
+    struct Profile: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "List and show standards profiles (RFC 4594, RFC 5127, 3GPP QCI/5QI, IEEE 802.1, MEF, Y.1541).",
+            subcommands: [List.self, Show.self])
+
+        /// `qosmap profile list`.
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the standards profiles.")
+
+            @OptionGroup var tableOptions: TableOptions
+            @OptionGroup var output: OutputOptions
+
+            struct Row: Encodable {
+                var name: String
+                var title: String
+                var source: String
+                var rows: Int
+                var origin: String
+            }
+
+            func run() throws {
+                let set = try tableOptions.load()
+                let rows = set.profiles.profiles.map {
+                    Row(
+                        name: $0.name, title: $0.title, source: $0.source, rows: $0.rows.count,
+                        origin: $0.isBuiltIn ? "built-in" : "file")
+                }
+                if output.json {
+                    print(jsonText(rows))
+                    return
+                }
+                print(table([["NAME", "ROWS", "TITLE"]] + rows.map { [$0.name, "\($0.rows)", $0.title] }))
+            }
+        }
+
+        /// `qosmap profile show NAME`.
+        struct Show: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a standards profile's rows.")
+
+            @Argument(help: "The profile's name (see 'qosmap profile list').")
+            var name: String
+
+            @OptionGroup var tableOptions: TableOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() throws {
+                let set = try tableOptions.load()
+                let p = try resolveProfile(name, in: set)
+                if output.json {
+                    print(jsonText(p.rows.map(ProfileRowJSON.init)))
+                    return
+                }
+                var lines = ["profile \(p.name): \(p.title)", "source: \(p.source)"]
+                for d in p.deviations { lines.append("deviation: \(d)") }
+                // Long text columns would make the table unreadable; JSON has them all.
+                let long: Set<String> = [
+                    "applications", "trafficCharacteristics", "description", "note", "source",
+                    "nodeMechanism",
+                    "networkTechniques",
+                ]
+                var keys: [String] = []
+                for row in p.rows {
+                    for c in row.columns where !long.contains(c.key) && !keys.contains(c.key) {
+                        keys.append(c.key)
+                    }
+                }
+                let rows =
+                    [["name"] + keys]
+                    + p.rows.map { row in
+                        [row.name] + keys.map { k in row[k].map { cellText(k, $0) } ?? "-" }
+                    }
+                lines.append(table(rows, indent: "  "))
+                print(lines.joined(separator: "\n"))
+            }
+        }
+    }
+}
+
+/// A DSCP cell with its PHB name, others as they are.
+func cellText(_ key: String, _ value: ProfileValue) -> String {
+    if key.hasPrefix("dscp") {
+        switch value {
+        case .integer(let v): return DSCP(truncating: UInt8(v)).description
+        case .list(let items):
+            return items.map { $0.integer.map { DSCP(truncating: UInt8($0)).description } ?? $0.description }
+                .joined(separator: ", ")
+        default: break
+        }
+    }
+    return value.description
+}
+
+/// Resolves a profile name, listing the valid ones when unknown (exit 64).
+func resolveProfile(_ name: String, in set: TableSet) throws -> QoSMapTables.Profile {
+    guard let p = set.profiles[name] else {
+        throw UsageError(
+            "unknown profile '\(name)'; known profiles: \(set.profiles.names.joined(separator: ", "))")
+    }
+    return p
+}
+
+/// One profile row as JSON: `name`, `aliases` when any, then every column.
+struct ProfileRowJSON: Encodable {
+    var row: ProfileRow
+
+    init(_ row: ProfileRow) { self.row = row }
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(row.name, forKey: Key("name"))
+        if !row.aliases.isEmpty { try c.encode(row.aliases, forKey: Key("aliases")) }
+        for column in row.columns {
+            try c.encode(ProfileValueJSON(value: column.value), forKey: Key(column.key))
+        }
+    }
+}
+
+/// A cell as a JSON number, string, boolean or array.
+struct ProfileValueJSON: Encodable {
+    var value: ProfileValue
+
+    func encode(to encoder: any Encoder) throws {
+        switch value {
+        case .integer(let v):
+            var c = encoder.singleValueContainer()
+            try c.encode(v)
+        case .rate(let v):
+            var c = encoder.singleValueContainer()
+            try c.encode(v)
+        case .text(let s):
+            var c = encoder.singleValueContainer()
+            try c.encode(s)
+        case .flag(let b):
+            var c = encoder.singleValueContainer()
+            try c.encode(b)
+        case .list(let items):
+            var c = encoder.unkeyedContainer()
+            for item in items { try c.encode(ProfileValueJSON(value: item)) }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import QoSMapCore
+import QoSMapTables
+
+/// A lookup that starts in a standards profile: `qci 1`, `5qi 82`, `app voip`, `service telephony`.
+struct ProfileQuery {
+    enum Selector {
+        case number(column: String, value: Int)
+        case name(String)
+    }
+
+    var kind: String
+    var selector: Selector
+    var defaultProfile: String
+
+    /// Nil when `kind` is not a profile lookup; throws on a bad number.
+    init?(kind: String, value: String) throws {
+        let k = kind.lowercased()
+        switch k {
+        case "qci", "5qi":
+            guard let n = parseInteger(Substring(value)), (1...255).contains(n) else {
+                throw UsageError("invalid \(k.uppercased()) '\(value)'; allowed: 1-255")
+            }
+            self.kind = k
+            selector = .number(column: k, value: n)
+            defaultProfile = k == "qci" ? "3gpp-qci" : "3gpp-5qi"
+        case "app", "application":
+            self.kind = "app"
+            selector = .name(value)
+            defaultProfile = "gsma-ir34"
+        case "service":
+            self.kind = "service"
+            selector = .name(value)
+            defaultProfile = "rfc4594"
+        default:
+            return nil
+        }
+    }
+}
+
+extension QoSMapCommand.Lookup {
+    /// Prints the profile's recommended marking, then what the domain makes of it.
+    func runProfileLookup(_ q: ProfileQuery, set: TableSet, domain d: DSDomain) throws {
+        let p = try resolveProfile(profile ?? q.defaultProfile, in: set)
+        let matches: [ProfileRow]
+        switch q.selector {
+        case .number(let column, let value):
+            matches = p.rows.filter { $0[column]?.integer == value }
+            if matches.isEmpty {
+                let known = p.rows.compactMap { $0[column]?.integer }.map(String.init)
+                let allowed =
+                    known.isEmpty
+                    ? "none (profile \(p.name) has no \(column) column)" : known.joined(separator: ", ")
+                throw UsageError(
+                    "unknown \(column.uppercased()) \(value) in profile \(p.name); allowed: \(allowed)")
+            }
+        case .name(let name):
+            matches = p.rows(named: name)
+            if matches.isEmpty {
+                throw UsageError(
+                    "unknown \(q.kind) '\(name)' in profile \(p.name); allowed: "
+                        + p.rowNames.joined(separator: ", "))
+            }
+        }
+        // A superseded row (CS1 for Low-Priority Data) is shown, not recommended.
+        let current = matches.filter { $0["supersededBy"] == nil }
+        let chosen = (current.isEmpty ? matches : current).first { p.markingRow(for: $0).dscp != nil }
+        let row = chosen ?? matches[0]
+        let marking = p.markingRow(for: row)
+        let others = matches.compactMap { p.markingRow(for: $0).dscp }.filter { $0 != marking.dscp }
+        guard let dscp = marking.dscp else {
+            if output.json {
+                print(
+                    jsonText(
+                        ProfileLookupJSON(
+                            profile: p.name, row: row.name, recommendation: ProfileRowJSON(row),
+                            domain: d.name)))
+            } else {
+                print("profile \(p.name): \(row.name): \(summary(row))")
+                print("profile \(p.name) gives no DSCP for '\(row.name)'; nothing to map in domain \(d.name)")
+            }
+            return
+        }
+        let t = d.classify(dscp: dscp)
+        let marks = OutboundMarks(domain: d, treatment: t)
+        if output.json {
+            var json = ProfileLookupJSON(
+                profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+            json.dscp = Int(dscp.rawValue)
+            json.via = marking.name == row.name ? nil : marking.name
+            json.alternatives = others.isEmpty ? nil : others.map { Int($0.rawValue) }
+            json.serviceClass = t.serviceClass.name
+            json.color = t.color.name
+            json.outbound = marks.dictionary
+            print(jsonText(json))
+            return
+        }
+        let via = marking.name == row.name ? "" : " (via \(marking.name))"
+        print("profile \(p.name): \(row.name)\(via) -> recommended dscp \(dscp)")
+        let details = summary(row)
+        if !details.isEmpty { print("  \(details)") }
+        if !others.isEmpty { print("  also: dscp " + others.map(\.description).joined(separator: ", ")) }
+        print("domain \(d.name): dscp \(dscp) -> service class \(t.serviceClass.name), color \(t.color.name)")
+        print("outbound \(t) in domain \(d.name):")
+        print(marks.text)
+    }
+
+    /// The row's short columns as `key value` pairs.
+    func summary(_ row: ProfileRow) -> String {
+        let skip: Set<String> = ["trafficCharacteristics", "description", "note", "source", "dscp", "via"]
+        return row.columns.filter { !skip.contains($0.key) }
+            .map { "\($0.key) \(cellText($0.key, $0.value))" }.joined(separator: ", ")
+    }
+}
+
+struct ProfileLookupJSON: Encodable {
+    var profile: String
+    var row: String
+    var recommendation: ProfileRowJSON
+    var domain: String
+    var dscp: Int?
+    var via: String?
+    var alternatives: [Int]?
+    var serviceClass: String?
+    var color: String?
+    var outbound: [String: Int]?
+}
