@@ -66,7 +66,7 @@ struct CLITests {
         (["lookup", "exp", "8"], "qosmap: error: exp value 8 is out of range; allowed: 0-7\n"),
         (
             ["lookup", "tos", "1"],
-            "qosmap: error: unknown field 'tos'; allowed: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp), class\n"
+            "qosmap: error: unknown field 'tos'; allowed: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp), class, qci, 5qi, app, service\n"
         ),
         (
             ["lookup", "class", "GOLD"],

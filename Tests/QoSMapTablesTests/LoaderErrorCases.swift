@@ -25,7 +25,7 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         import: default
         inbound: {}
         """,
-        "03-missing-domain.yaml:1:1: a table file needs a top-level 'domain' key"),
+        "03-missing-domain.yaml:1:1: a table file needs a top-level 'domain' key (or 'profile' for a standards profile)"),
     (
         "04-bad-name.yaml",
         """
