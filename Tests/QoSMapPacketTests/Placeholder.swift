@@ -1,1 +1,1 @@
-// Placeholder until this layer lands.
+// Placeholder

@@ -1,1 +1,1 @@
-// Placeholder until this layer lands.
+// Placeholder until this target's tests land (SwiftPM needs a source file).
