@@ -98,5 +98,8 @@ if __name__ == "__main__":
     if cmd == "recv": recv(int(a[0]), int(a[1]), float(a[2]), a[3])
     elif cmd == "send": send(a[0], a[1], int(a[2]), [int(x, 0) for x in a[3].split(",")] if len(a) > 3 and a[3] != "all" else tos_all, a[4] if len(a) > 4 else "x")
     elif cmd == "check": check(a[0], a[1], [int(x, 0) for x in a[2].split(",")] if a[2] != "all" else tos_all, a[3])
+    elif cmd == "pcp":  # JSON CLASS COLOR -> the outbound 802.1p value
+        cells = json.load(open(a[0]))["outbound"]["8021p"]
+        print([c for c in cells if c["serviceClass"] == a[1]][0][a[2]])
     elif cmd == "tcpsrv": tcpsrv(int(a[0]), a[1], float(a[2]))
     elif cmd == "tcpcli": tcpcli(a[0], int(a[1]), int(a[2]), int(a[3], 0))
