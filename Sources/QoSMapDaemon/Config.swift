@@ -253,7 +253,7 @@ struct ConfigParser {
                 for item in items {
                     if let q = integer(item, "queue number", 0...65535) { qs.append(UInt16(q)) }
                 }
-                if qs.isEmpty { error(value, "expected at least one queue number (0-65535)") }
+                if items.isEmpty { error(value, "expected at least one queue number (0-65535)") }
                 if Set(qs).count != qs.count { error(value, "queue numbers must be distinct") }
                 config.queues = qs
             case "queue":
