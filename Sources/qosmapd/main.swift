@@ -1,1 +1,83 @@
-print("qosmapd: not implemented yet")
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import QoSMapDaemon
+import ServiceLifecycle
+
+/// `qosmapd [--config FILE]`: the nfqueue QoS remarking daemon.
+@main
+struct QoSMapD: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "qosmapd",
+        abstract: "Remark DSCP (and set skb mark/priority) on packets queued by iptables -j NFQUEUE.",
+        discussion: """
+            Without --config the embedded default is used (print it with --print-default-config). \
+            SIGHUP reloads config and tables; SIGTERM unbinds and exits. Counters: \
+            curl -s http://127.0.0.1:PORT/metrics
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"))
+    var config: String?
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    @Flag(name: .long, help: "Print the embedded default config and exit.")
+    var printDefaultConfig = false
+
+    @Flag(name: .long, help: "Check the config and tables, then exit (0 if usable, 65 if not).")
+    var check = false
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError(
+                "invalid --log-level '\(logLevel)'; allowed: trace, debug, info, notice, warning, error, critical"
+            )
+        }
+    }
+
+    func run() async throws {
+        if printDefaultConfig {
+            print(DaemonConfig.embeddedDefault)
+            return
+        }
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "qosmapd")
+
+        let service: QueueService
+        do {
+            service = try QueueService(
+                configPath: config, metrics: DaemonMetrics(), logger: logger, notifier: SystemdNotifier())
+        } catch {
+            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            throw ExitCode(65)
+        }
+        if check {
+            print("config OK: domains \(service.store.snapshot.tables.domains.names.joined(separator: ", "))")
+            return
+        }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: service)]
+        let port = service.store.snapshot.config.metricsPort
+        if port != 0 {
+            services.append(.init(service: MetricsServer(registry: registry, port: port, logger: logger)))
+        }
+        var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
+        groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
+        let group = ServiceGroup(configuration: groupConfig)
+        do {
+            try await group.run()
+        } catch {
+            logger.critical("qosmapd stopped", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import CMnl
+import CNetfilterQueue
+import CQoSMapShim
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A bound netfilter queue: one netlink socket receiving the packets that an
+/// iptables `-j NFQUEUE --queue-num N` rule queues, and sending verdicts back.
+///
+/// Wraps libmnl's `mnl_socket_open`, `mnl_socket_bind`, `mnl_socket_recvfrom`,
+/// `mnl_socket_sendto` and libnetfilter_queue's `nfq_nlmsg_*` message builders
+/// (the "new API" of libnetfilter_queue's `examples/nf-queue.c`).
+///
+/// A queue is used from one thread. Verdicts for the packets of one received
+/// datagram are collected and sent together in one `sendto`.
+public final class NetfilterQueue {
+    /// The configuration the queue was opened with.
+    public let configuration: Configuration
+
+    private let socket: OpaquePointer
+    private var portID: UInt32 = 0
+    private var receiveBuffer: UnsafeMutableRawBufferPointer
+    private var sendBuffer: UnsafeMutableRawBufferPointer
+    private var sendLength = 0
+    private var sequence: UInt32 = 1
+    private var isBound = false
+
+    /// Bytes reserved per verdict message besides its payload.
+    private static let verdictOverhead = 128
+
+    /// Opens a netlink socket, binds the queue and applies the configuration.
+    ///
+    /// Wraps `mnl_socket_open(NETLINK_NETFILTER)`, `mnl_socket_bind`,
+    /// `NFQNL_CFG_CMD_BIND`, `nfq_nlmsg_cfg_put_params`, `NFQA_CFG_FLAGS`,
+    /// `nfq_nlmsg_cfg_put_qmaxlen`, `NETLINK_NO_ENOBUFS` and `SO_RCVBUFFORCE`.
+    /// - Throws: ``NetfilterQueueError`` with the errno of the step that failed
+    ///   (`EPERM` without CAP_NET_ADMIN, `EBUSY` when another process holds the queue).
+    public init(configuration: Configuration) throws(NetfilterQueueError) {
+        self.configuration = configuration
+        guard let nl = mnl_socket_open(NETLINK_NETFILTER) else {
+            throw NetfilterQueueError(operation: .open, errno: Errno(rawValue: errno))
+        }
+        socket = nl
+        // Room for one full 64 KiB (GSO) packet plus netlink headers, and more
+        // small packets per recvfrom.
+        let size = max(Int(cqosmap_mnl_socket_buffer_size()), 0xFFFF + 4096) * 4
+        receiveBuffer = .allocate(byteCount: size, alignment: 16)
+        sendBuffer = .allocate(byteCount: size, alignment: 16)
+        do throws(NetfilterQueueError) {
+            guard mnl_socket_bind(nl, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
+                throw NetfilterQueueError(operation: .bind, errno: Errno(rawValue: errno))
+            }
+            portID = mnl_socket_get_portid(nl)
+            let fd = mnl_socket_get_fd(nl)
+            let tuned = cqosmap_netlink_tune(
+                fd, Int32(clamping: configuration.receiveBufferSize), configuration.noENOBUFS ? 1 : 0)
+            guard tuned == 0 else {
+                throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: -tuned))
+            }
+            // A receive timeout lets the owning thread notice a stop request.
+            var tv = timeval(
+                tv_sec: Int(configuration.receiveTimeoutMilliseconds / 1000),
+                tv_usec: Int(configuration.receiveTimeoutMilliseconds % 1000) * 1000)
+            guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0
+            else {
+                throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: errno))
+            }
+            try command(UInt8(NFQNL_CFG_CMD_BIND.rawValue), operation: .bindQueue)
+            isBound = true
+            try configure()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Unbinds the queue (`NFQNL_CFG_CMD_UNBIND`) and closes the socket
+    /// (`mnl_socket_close`). Packets still queued are then handled by the
+    /// kernel: dropped, or accepted with `--queue-bypass` / fail-open.
+    public func close() {
+        guard receiveBuffer.count > 0 else { return }
+        if isBound {
+            try? command(UInt8(NFQNL_CFG_CMD_UNBIND.rawValue), operation: .unbindQueue)
+            isBound = false
+        }
+        mnl_socket_close(socket)
+        receiveBuffer.deallocate()
+        sendBuffer.deallocate()
+        receiveBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        sendBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    }
+
+    private func command(_ cmd: UInt8, operation: NetfilterQueueError.Operation) throws(NetfilterQueueError) {
+        let len = cqosmap_nfq_config(
+            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), configuration.queueNumber, cmd, 0, 0,
+            0, 0,
+            0, nextSequence(), 1)
+        try sendAndAwaitAck(len, operation: operation)
+    }
+
+    private func configure() throws(NetfilterQueueError) {
+        let (mode, range): (UInt8, UInt32) =
+            switch configuration.copyMode {
+            case .none: (UInt8(NFQNL_COPY_NONE.rawValue), 0)
+            case .metadata: (UInt8(NFQNL_COPY_META.rawValue), 0)
+            case .packet(let range): (UInt8(NFQNL_COPY_PACKET.rawValue), range)
+            }
+        let len = cqosmap_nfq_config(
+            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), configuration.queueNumber, 0, mode,
+            range,
+            configuration.flags.rawValue, Flags.all.rawValue, configuration.maximumLength, nextSequence(), 1)
+        try sendAndAwaitAck(len, operation: .configureQueue)
+    }
+
+    private func nextSequence() -> UInt32 {
+        sequence &+= 1
+        return sequence
+    }
+
+    /// Sends a config message and reads until its ACK; packets that arrive in
+    /// between are accepted so none is left without a verdict.
+    private func sendAndAwaitAck(_ len: Int, operation: NetfilterQueueError.Operation)
+        throws(NetfilterQueueError)
+    {
+        guard mnl_socket_sendto(socket, sendBuffer.baseAddress, len) >= 0 else {
+            throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
+        }
+        let want = sequence
+        for _ in 0..<64 {
+            let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
+            if n < 0 {
+                if errno == EINTR || errno == ENOBUFS { continue }
+                throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
+            }
+            var remaining = Int32(n)
+            var nlh = receiveBuffer.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
+            var acked = false
+            while mnl_nlmsg_ok(nlh, remaining) {
+                if nlh.pointee.nlmsg_type == UInt16(NLMSG_ERROR), nlh.pointee.nlmsg_seq == want {
+                    let err = mnl_nlmsg_get_payload(nlh)!.assumingMemoryBound(to: nlmsgerr.self).pointee.error
+                    guard err == 0 else {
+                        throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: -err))
+                    }
+                    acked = true
+                }
+                nlh = mnl_nlmsg_next(nlh, &remaining)
+            }
+            if acked { return }
+            // Not our ACK: packets queued meanwhile; let them pass.
+            _ = try? dispatch(bytes: Int(n)) { _ in .accept }
+        }
+        throw NetfilterQueueError(operation: operation, errno: .timedOut)
+    }
+
+    /// Receives one datagram of queued packets, calls `body` for each and sends
+    /// every verdict back in one batch of messages.
+    ///
+    /// Wraps `mnl_socket_recvfrom`, `nfq_nlmsg_parse`, `nfq_nlmsg_verdict_put`,
+    /// `nfq_nlmsg_verdict_put_mark`, `NFQA_PRIORITY`, `nfq_nlmsg_verdict_put_pkt`
+    /// and `mnl_socket_sendto`.
+    /// - Parameter body: decides one packet. The packet's payload points into
+    ///   the receive buffer and is valid only during the call; the body may
+    ///   modify it in place and return it in the verdict.
+    /// - Returns: the number of packets handled; 0 when the receive timed out.
+    /// - Throws: ``NetfilterQueueError``; `ENOBUFS` (``Errno/noBufferSpace``)
+    ///   means the kernel dropped messages and the queue remains usable.
+    @discardableResult
+    public func receive(_ body: (inout QueuedPacket) -> Verdict) throws(NetfilterQueueError) -> Int {
+        let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
+        if n < 0 {
+            let e = errno
+            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return 0 }
+            throw NetfilterQueueError(operation: .receive, errno: Errno(rawValue: e))
+        }
+        return try dispatch(bytes: Int(n), body)
+    }
+
+    private final class Context {
+        var body: (inout QueuedPacket) -> Verdict
+        unowned let queue: NetfilterQueue
+        var sendError: Int32 = 0
+        init(body: @escaping (inout QueuedPacket) -> Verdict, queue: NetfilterQueue) {
+            self.body = body
+            self.queue = queue
+        }
+    }
+
+    private func dispatch(bytes: Int, _ body: (inout QueuedPacket) -> Verdict) throws(NetfilterQueueError)
+        -> Int
+    {
+        var ackError: Int32 = 0
+        let count = withoutActuallyEscaping(body) { escapable in
+            let ctx = Context(body: escapable, queue: self)
+            let n = withExtendedLifetime(ctx) {
+                cqosmap_nfq_walk(
+                    receiveBuffer.baseAddress, bytes, Unmanaged.passUnretained(ctx).toOpaque(),
+                    { raw, cpkt in
+                        let ctx = Unmanaged<Context>.fromOpaque(raw!).takeUnretainedValue()
+                        var packet = QueuedPacket(cpkt!.pointee)
+                        let verdict = ctx.body(&packet)
+                        if let id = packet.id, let e = ctx.queue.append(verdict, id: id, batch: false) {
+                            ctx.sendError = e
+                        }
+                    }, &ackError)
+            }
+            if ctx.sendError != 0 { ackError = ctx.sendError }
+            return n
+        }
+        let flushed = flush()
+        if count < 0 { throw NetfilterQueueError(operation: .receive, errno: .badMessage) }
+        if let flushed { throw NetfilterQueueError(operation: .verdict, errno: flushed) }
+        if ackError != 0 { throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: ackError)) }
+        return Int(count)
+    }
+
+    /// Sends one verdict for every packet with an id up to and including `id`
+    /// (`NFQNL_MSG_VERDICT_BATCH`). A batch verdict carries no payload.
+    public func batchVerdict(upTo id: UInt32, _ verdict: Verdict) throws(NetfilterQueueError) {
+        var v = verdict
+        v.payload = nil
+        if let e = append(v, id: id, batch: true) {
+            throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: e))
+        }
+        if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+    }
+
+    /// Sends one verdict now (`nfq_nlmsg_verdict_put`), for packets whose
+    /// decision was deferred past ``receive(_:)`` (with ``Verdict/Decision/none``).
+    public func verdict(_ verdict: Verdict, for id: UInt32) throws(NetfilterQueueError) {
+        if let e = append(verdict, id: id, batch: false) {
+            throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: e))
+        }
+        if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+    }
+
+    /// Appends a verdict message; flushes first when the buffer is full.
+    private func append(_ verdict: Verdict, id: UInt32, batch: Bool) -> Int32? {
+        if verdict.decision == .none { return nil }
+        let payloadLength = verdict.payload?.count ?? 0
+        let need = payloadLength + Self.verdictOverhead
+        if sendLength + need > sendBuffer.count, let e = flush() { return e.rawValue }
+        guard need <= sendBuffer.count else { return EMSGSIZE }
+        let at = (sendBuffer.baseAddress! + sendLength).assumingMemoryBound(to: CChar.self)
+        let len = cqosmap_nfq_verdict(
+            at, configuration.queueNumber, id, verdict.decision.rawValue, batch ? 1 : 0,
+            verdict.mark == nil ? 0 : 1, verdict.mark ?? 0, verdict.priority == nil ? 0 : 1,
+            verdict.priority ?? 0,
+            verdict.payload?.baseAddress, UInt32(payloadLength))
+        sendLength += len
+        return nil
+    }
+
+    /// Sends the collected verdict messages in one `sendto`.
+    private func flush() -> Errno? {
+        guard sendLength > 0 else { return nil }
+        defer { sendLength = 0 }
+        if mnl_socket_sendto(socket, sendBuffer.baseAddress, sendLength) < 0 { return Errno(rawValue: errno) }
+        return nil
+    }
+}

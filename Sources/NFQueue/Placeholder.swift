@@ -1,4 +1,0 @@
-// Placeholder until this layer lands.
-import CNetfilterQueue
-import CMnl
-import CQoSMapShim

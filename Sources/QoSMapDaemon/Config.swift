@@ -1,0 +1,331 @@
+import Foundation
+import QoSMapCore
+import QoSMapTables
+import Yams
+
+/// qosmapd's configuration, parsed from YAML (see ``DaemonConfig/embeddedDefault``).
+public struct DaemonConfig: Sendable, Equatable {
+    /// One interface's settings; nil fields fall back to the top-level ones.
+    public struct Interface: Sendable, Equatable {
+        /// The trust mode for packets received on it.
+        public var trust: TrustMode?
+        /// The domain classifying packets received on it.
+        public var inboundDomain: String?
+        /// The domain marking packets sent out of it.
+        public var outboundDomain: String?
+
+        /// Creates interface settings.
+        public init(trust: TrustMode? = nil, inboundDomain: String? = nil, outboundDomain: String? = nil) {
+            self.trust = trust
+            self.inboundDomain = inboundDomain
+            self.outboundDomain = outboundDomain
+        }
+    }
+
+    /// The nfqueue numbers, one thread each (iptables `--queue-balance`).
+    public var queues: [UInt16] = [0]
+    /// `NFQA_CFG_QUEUE_MAXLEN`; 0 keeps the kernel default.
+    public var maxLength: UInt32 = 4096
+    /// `NFQA_CFG_F_FAIL_OPEN`: accept rather than drop when the queue is full.
+    public var failOpen = true
+    /// `NFQA_CFG_F_GSO`: take GSO packets unsegmented (checksums are completed).
+    public var gso = true
+    /// The netlink socket receive buffer (`SO_RCVBUFFORCE`).
+    public var receiveBuffer = 8 << 20
+    /// Directories of user domain files.
+    public var tables: [String] = []
+    /// The default trust mode.
+    public var trust: TrustMode = .dscp
+    /// The default domain for both directions.
+    public var domain = "default"
+    /// Per-interface settings by name.
+    public var interfaces: [String: Interface] = [:]
+    /// Rewrite the DSCP in the packet.
+    public var rewriteDSCP = true
+    /// Set the skb mark (``MarkEncoding``), or nil not to.
+    public var mark: MarkEncoding?
+    /// Set the skb priority to the outbound 802.1p value.
+    public var priority = false
+    /// Copy headers only and never return a payload; DSCP is set by nftables from the mark.
+    public var markOnly = false
+    /// The Prometheus port on 127.0.0.1; 0 disables the endpoint.
+    public var metricsPort: UInt16 = 9464
+
+    /// Where each domain name was written, to report unknown ones in place.
+    public var domainReferences: [TableDiagnostic] = []
+
+    /// Creates the embedded default configuration.
+    public init() {}
+
+    /// The configuration used without `--config`: queue 0, trust dscp on every
+    /// interface, domain `default`, rewrite DSCP.
+    public static let embeddedDefault = """
+        # qosmapd configuration (this is the embedded default).
+        queues: [0]              # nfqueue numbers, one thread each (--queue-balance 0:3 -> [0,1,2,3])
+        queue:
+          max-length: 4096       # NFQA_CFG_QUEUE_MAXLEN; 0 = kernel default
+          fail-open: true        # accept instead of drop when the queue is full
+          gso: true              # unsegmented GSO packets; partial L4 checksums are completed
+          receive-buffer: 8388608
+        tables: []               # directories of user domain files (*.yaml), as qosmap --tables
+        trust: dscp              # default trust: none, dscp, ip-precedence
+        domain: default          # default inbound and outbound domain
+        interfaces: {}           # NAME: {trust: T, domain: D, inbound-domain: D, outbound-domain: D}
+        actions:
+          rewrite-dscp: true     # rewrite DSCP in the packet (ECN kept)
+          mark: false            # true or {mask: 0x3f}: class and color in the skb mark
+          priority: false        # skb priority = outbound 802.1p (for VLAN egress-qos-map)
+          mark-only: false       # copy headers only, no payload back; see qosmap export nft
+        metrics:
+          port: 9464             # Prometheus /metrics on 127.0.0.1; 0 disables
+        """
+}
+
+/// A config file that cannot be used: `file:line:column: message` lines.
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    /// The problems, each positioned.
+    public var diagnostics: [TableDiagnostic]
+
+    /// Creates an error.
+    public init(_ diagnostics: [TableDiagnostic]) { self.diagnostics = diagnostics }
+
+    /// Creates an error with one diagnostic at the start of a file.
+    public init(file: String, _ message: String) {
+        diagnostics = [TableDiagnostic(file: file, line: 1, column: 1, message: message)]
+    }
+
+    /// One diagnostic per line.
+    public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+}
+
+extension DaemonConfig {
+    /// Reads a config file, refusing one that others may write.
+    public static func load(path: String) throws(ConfigError) -> DaemonConfig {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw ConfigError(file: path, "cannot read config: \(String(cString: strerror(errno)))")
+        }
+        // A world-writable file would let any local user change marking.
+        guard st.st_mode & S_IWOTH == 0 else {
+            throw ConfigError(
+                file: path,
+                "config is world-writable (mode \(String(st.st_mode & 0o777, radix: 8))); allowed: not writable by others, e.g. chmod 644"
+            )
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError(file: path, "cannot read config")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(file: path, "config is not UTF-8 text")
+        }
+        return try parse(text, file: path)
+    }
+
+    /// Parses config text; every problem is reported with its position.
+    public static func parse(_ text: String, file: String) throws(ConfigError) -> DaemonConfig {
+        var p = ConfigParser(file: file)
+        let config = p.parse(text)
+        guard p.diagnostics.isEmpty, let config else { throw ConfigError(p.diagnostics) }
+        return config
+    }
+}
+
+/// Walks the composed YAML and records positioned errors.
+struct ConfigParser {
+    let file: String
+    var diagnostics: [TableDiagnostic] = []
+
+    mutating func error(_ node: Node?, _ message: String) {
+        diagnostics.append(
+            TableDiagnostic(
+                file: file, line: node?.mark?.line ?? 1, column: node?.mark?.column ?? 1, message: message))
+    }
+
+    mutating func mapping(_ node: Node, _ what: String, allowed: [String]) -> [(Node, Node, String)]? {
+        guard case .mapping(let m) = node else {
+            error(node, "expected \(what) (a mapping)")
+            return nil
+        }
+        var out: [(Node, Node, String)] = []
+        var seen = Set<String>()
+        for (k, v) in m {
+            guard let key = k.string else {
+                error(k, "expected a plain key in \(what)")
+                continue
+            }
+            if !seen.insert(key).inserted {
+                error(k, "duplicate key '\(key)' in \(what)")
+                continue
+            }
+            if !allowed.isEmpty, !allowed.contains(key) {
+                error(k, "unknown key '\(key)' in \(what); allowed: \(allowed.joined(separator: ", "))")
+                continue
+            }
+            out.append((k, v, key))
+        }
+        return out
+    }
+
+    mutating func scalar(_ node: Node, _ what: String) -> String? {
+        guard case .scalar(let s) = node else {
+            error(node, "expected \(what), found a non-scalar")
+            return nil
+        }
+        return s.string
+    }
+
+    mutating func bool(_ node: Node, _ what: String) -> Bool? {
+        guard let s = scalar(node, what) else { return nil }
+        switch s.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default:
+            error(node, "invalid \(what) '\(s)'; allowed: true, false")
+            return nil
+        }
+    }
+
+    mutating func integer(_ node: Node, _ what: String, _ range: ClosedRange<Int>) -> Int? {
+        guard let s = scalar(node, what) else { return nil }
+        guard let v = parseInteger(Substring(s)), range.contains(v) else {
+            error(node, "invalid \(what) '\(s)'; allowed: \(range.lowerBound)-\(range.upperBound)")
+            return nil
+        }
+        return v
+    }
+
+    mutating func trust(_ node: Node) -> TrustMode? {
+        guard let s = scalar(node, "a trust mode") else { return nil }
+        // nfqueue hands over bare IP packets: no 802.1p or EXP to trust.
+        guard let t = TrustMode(name: s), t == .none || t == .dscp || t == .ipPrecedence else {
+            error(node, "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence")
+            return nil
+        }
+        return t
+    }
+
+    mutating func domainName(_ node: Node, into config: inout DaemonConfig) -> String? {
+        guard let s = scalar(node, "a domain name") else { return nil }
+        config.domainReferences.append(
+            TableDiagnostic(
+                file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: s))
+        return s
+    }
+
+    mutating func strings(_ node: Node, _ what: String) -> [String] {
+        if case .scalar = node, let s = scalar(node, what) { return [s] }
+        guard case .sequence(let seq) = node else {
+            error(node, "expected a list of \(what)")
+            return []
+        }
+        return seq.compactMap { scalar($0, what) }
+    }
+
+    mutating func parse(_ text: String) -> DaemonConfig? {
+        var config = DaemonConfig()
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let e as YamlError {
+            switch e {
+            case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
+                .composer(_, let problem, let mark, _):
+                diagnostics.append(
+                    TableDiagnostic(
+                        file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(problem)"))
+            default:
+                error(nil, "YAML: \(e)")
+            }
+            return nil
+        } catch {
+            self.error(nil, "YAML: \(error)")
+            return nil
+        }
+        guard let root else { return config }  // an empty file keeps every default
+        let top = ["queues", "queue", "tables", "trust", "domain", "interfaces", "actions", "metrics"]
+        guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
+        for (_, value, key) in pairs {
+            switch key {
+            case "queues":
+                var qs: [UInt16] = []
+                let items: [Node] =
+                    if case .sequence(let s) = value { Array(s) } else { [value] }
+                for item in items {
+                    if let q = integer(item, "queue number", 0...65535) { qs.append(UInt16(q)) }
+                }
+                if items.isEmpty { error(value, "expected at least one queue number (0-65535)") }
+                if Set(qs).count != qs.count { error(value, "queue numbers must be distinct") }
+                config.queues = qs
+            case "queue":
+                for (_, v, k) in mapping(
+                    value, "queue", allowed: ["max-length", "fail-open", "gso", "receive-buffer"])
+                    ?? []
+                {
+                    switch k {
+                    case "max-length":
+                        config.maxLength = integer(v, "max-length", 0...1_048_576).map(UInt32.init) ?? 0
+                    case "fail-open": config.failOpen = bool(v, "fail-open flag") ?? true
+                    case "gso": config.gso = bool(v, "gso flag") ?? true
+                    default: config.receiveBuffer = integer(v, "receive-buffer", 0...1 << 30) ?? 0
+                    }
+                }
+            case "tables":
+                config.tables = strings(value, "table directories")
+            case "trust":
+                config.trust = trust(value) ?? .dscp
+            case "domain":
+                config.domain = domainName(value, into: &config) ?? "default"
+            case "interfaces":
+                for (_, v, name) in mapping(value, "interfaces", allowed: []) ?? [] {
+                    var i = DaemonConfig.Interface()
+                    let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
+                    for (_, iv, ik) in mapping(v, "interface '\(name)'", allowed: keys) ?? [] {
+                        switch ik {
+                        case "trust": i.trust = trust(iv)
+                        case "domain":
+                            let d = domainName(iv, into: &config)
+                            i.inboundDomain = i.inboundDomain ?? d
+                            i.outboundDomain = i.outboundDomain ?? d
+                        case "inbound-domain": i.inboundDomain = domainName(iv, into: &config)
+                        default: i.outboundDomain = domainName(iv, into: &config)
+                        }
+                    }
+                    config.interfaces[name] = i
+                }
+            case "actions":
+                let keys = ["rewrite-dscp", "mark", "priority", "mark-only"]
+                for (_, v, k) in mapping(value, "actions", allowed: keys) ?? [] {
+                    switch k {
+                    case "rewrite-dscp": config.rewriteDSCP = bool(v, "rewrite-dscp flag") ?? true
+                    case "priority": config.priority = bool(v, "priority flag") ?? false
+                    case "mark-only": config.markOnly = bool(v, "mark-only flag") ?? false
+                    default:
+                        if case .scalar = v {
+                            config.mark = (bool(v, "mark setting") ?? false) ? .default : nil
+                        } else {
+                            for (_, mv, _) in mapping(v, "mark", allowed: ["mask"]) ?? [] {
+                                guard let m = integer(mv, "mark mask", 1...Int(UInt32.max)) else { continue }
+                                do {
+                                    config.mark = try MarkEncoding(mask: UInt32(m))
+                                } catch {
+                                    self.error(mv, error.description)
+                                }
+                            }
+                            if config.mark == nil, diagnostics.isEmpty { config.mark = .default }
+                        }
+                    }
+                }
+            default:  // metrics
+                for (_, v, _) in mapping(value, "metrics", allowed: ["port"]) ?? [] {
+                    config.metricsPort = integer(v, "metrics port", 0...65535).map(UInt16.init) ?? 0
+                }
+            }
+        }
+        if config.markOnly {
+            // No payload comes back in mark-only mode, so the mark carries the marking.
+            if config.mark == nil { config.mark = .default }
+            config.rewriteDSCP = false
+        }
+        return config
+    }
+}

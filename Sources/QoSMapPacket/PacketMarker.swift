@@ -1,0 +1,213 @@
+import QoSMapCore
+
+/// Parses packets and rewrites their QoS markings in place.
+///
+/// Encapsulations: Ethernet II; any stack of 802.1Q (TPID 0x8100) and 802.1ad
+/// (0x88a8, and the pre-standard 0x9100) tags; MPLS unicast and multicast
+/// (0x8847, 0x8848) label stacks, with IPv4 or IPv6 after the bottom-of-stack
+/// label when its first nibble says so; IPv4 with options; IPv6 with extension
+/// headers.
+///
+/// Fields, given class and color from the trusted field and the ingress domain:
+/// - DSCP: the IPv4 TOS / IPv6 Traffic Class upper six bits; the two ECN bits are
+///   never touched; the IPv4 header checksum is updated incrementally (RFC 1624, eqn. 3).
+/// - 802.1p: the PCP of every tag in the stack. The DEI of S-tags (0x88a8, 0x9100)
+///   is written from color when the egress domain's `dropEligibility` is `.color`;
+///   otherwise DEI, and the DEI/CFI bit of C-tags, is left as received.
+/// - EXP: the top label only; inner labels belong to other LSPs' owners.
+///
+/// Trust reads: `dscp` and `ip-precedence` the IP header; `8021p` the outer tag's
+/// PCP, with its DEI when the outer tag is an S-tag; `exp` the top label. When the
+/// trusted field is absent the packet is BE/green, as with trust `none`, and the
+/// fields that are present are still written.
+public enum PacketMarker {
+    /// Parses and remarks in place; malformed/truncated/unknown input is left
+    /// byte-for-byte unchanged. Never reads outside the buffer, never allocates.
+    ///
+    /// Malformed: a truncated Ethernet header, tag or label stack; an IP version
+    /// that disagrees with its EtherType; an IPv4 IHL below 5 or a header or total
+    /// length beyond the buffer; an IPv6 payload length or extension header beyond
+    /// the buffer. Bytes after the IP total length (Ethernet padding) are allowed.
+    public static func remark(
+        _ buffer: UnsafeMutableRawBufferPointer, format: PacketFormat, policy: MarkingPolicy
+    ) -> RemarkResult {
+        guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
+        let end = buffer.count
+        var frame = ParsedFrame()
+        guard parse(p, end, format, &frame) else {
+            return RemarkResult(status: .malformed, tagCount: frame.tagCount, labelCount: frame.labelCount)
+        }
+
+        // Ingress: the trusted field, or BE/green when it is absent.
+        var treatment = Treatment.bestEffort
+        switch policy.trust {
+        case .none:
+            break
+        case .dscp:
+            if frame.l3 >= 0 { treatment = policy.ingress.classify(.dscp, frame.tos >> 2) }
+        case .ipPrecedence:
+            if frame.l3 >= 0 { treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5) }
+        case .dot1p:
+            if frame.tagCount > 0 {
+                let tci = u8(p, 14)
+                let dei = isSTag(u16(p, 12)) && tci & 0x10 != 0
+                treatment = policy.ingress.classify(pcp: PCP(truncating: tci >> 5), dei: dei)
+            }
+        case .exp:
+            if frame.labelCount > 0 {
+                treatment = policy.ingress.classify(.exp, (u8(p, frame.mplsTop &+ 2) >> 1) & 7)
+            }
+        }
+
+        var result = RemarkResult(
+            status: .unsupported, treatment: treatment, tagCount: frame.tagCount, labelCount: frame.labelCount
+        )
+        if frame.l3 >= 0 {
+            result.ipVersion = frame.ipVersion
+            result.l3Offset = frame.l3
+            result.originalDSCP = DSCP(tos: frame.tos)
+            result.newDSCP = result.originalDSCP
+        }
+
+        var acted = false
+        var changed = false
+        let egress = policy.egress
+        if policy.rewrite.contains(.dscp), frame.l3 >= 0 {
+            acted = true
+            let newDSCP = egress.dscp(for: treatment)
+            let newTOS = newDSCP.rawValue << 2 | (frame.tos & 3)
+            if newTOS != frame.tos {
+                changed = true
+                writeTOS(p, frame.l3, frame.ipVersion, old: frame.tos, new: newTOS)
+            }
+            result.newDSCP = newDSCP
+        }
+        if policy.rewrite.contains(.dot1p), frame.tagCount > 0 {
+            acted = true
+            let pcpBits = egress.pcp(for: treatment).rawValue << 5
+            let writeDEI = egress.dropEligibility == .color
+            let deiBit: UInt8 = egress.dei(for: treatment) ? 0x10 : 0
+            var i = 0
+            while i < frame.tagCount {
+                let tpidAt = 12 &+ i &* 4
+                let old = u8(p, tpidAt &+ 2)
+                var new = (old & 0x1F) | pcpBits
+                if writeDEI, isSTag(u16(p, tpidAt)) { new = (new & ~0x10) | deiBit }
+                if new != old {
+                    store8(p, tpidAt &+ 2, new)
+                    changed = true
+                }
+                i &+= 1
+            }
+        }
+        if policy.rewrite.contains(.exp), frame.labelCount > 0 {
+            acted = true
+            let old = u8(p, frame.mplsTop &+ 2)
+            let new = (old & 0xF1) | egress.exp(for: treatment).rawValue << 1
+            if new != old {
+                store8(p, frame.mplsTop &+ 2, new)
+                changed = true
+            }
+        }
+        result.status = changed ? .rewritten : (acted ? .unchanged : .unsupported)
+        return result
+    }
+
+    @inline(__always)
+    static func isSTag(_ tpid: UInt16) -> Bool { tpid == 0x88A8 || tpid == 0x9100 }
+
+    /// Writes a new TOS / Traffic Class; for IPv4 patches the header checksum.
+    @inline(__always)
+    static func writeTOS(_ p: UnsafeMutableRawPointer, _ l3: Int, _ version: UInt8, old: UInt8, new: UInt8) {
+        if version == 4 {
+            // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding the TOS.
+            let word0 = UInt16(u8(p, l3)) << 8
+            let m = word0 | UInt16(old)
+            let m2 = word0 | UInt16(new)
+            let hc = u16(p, l3 &+ 10)
+            let sum = UInt64(~hc) &+ UInt64(~m) &+ UInt64(m2)
+            store8(p, l3 &+ 1, new)
+            store16(p, l3 &+ 10, ~fold(sum))
+        } else {
+            // Traffic Class straddles bytes 0 and 1: version(4) TC(8) flow label(20).
+            store8(p, l3, (u8(p, l3) & 0xF0) | new >> 4)
+            store8(p, l3 &+ 1, (u8(p, l3 &+ 1) & 0x0F) | (new & 0x0F) << 4)
+        }
+    }
+}
+
+/// Offsets found by the parser; -1 when absent.
+struct ParsedFrame {
+    var tagCount = 0
+    var labelCount = 0
+    var mplsTop = -1
+    var l3 = -1
+    var ipVersion: UInt8 = 0
+    var tos: UInt8 = 0
+}
+
+/// Parses the headers; false when malformed. Reads only `p[0..<end]`.
+@inline(__always)
+func parse(_ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ f: inout ParsedFrame) -> Bool {
+    var off = 0
+    var expect: UInt8 = 0  // IP version the link layer announced; 0 = read the nibble
+    switch format {
+    case .ip:
+        guard end >= 1 else { return false }
+        let v = u8(p, 0) >> 4
+        guard v == 4 || v == 6 else { return false }
+        expect = v
+    case .ethernet:
+        guard end >= 14 else { return false }
+        var type = u16(p, 12)
+        off = 14
+        while type == 0x8100 || type == 0x88A8 || type == 0x9100 {
+            guard off &+ 4 <= end else { return false }
+            f.tagCount &+= 1
+            type = u16(p, off &+ 2)
+            off &+= 4
+        }
+        switch type {
+        case 0x0800:
+            expect = 4
+        case 0x86DD:
+            expect = 6
+        case 0x8847, 0x8848:
+            f.mplsTop = off
+            while true {
+                guard off &+ 4 <= end else { return false }
+                f.labelCount &+= 1
+                let bos = u8(p, off &+ 2) & 1 == 1
+                off &+= 4
+                if bos { break }
+            }
+            // No control word: the payload's first nibble names IPv4 or IPv6;
+            // anything else (pseudowire, or nothing at all) is not IP.
+            guard off < end else { return true }
+            let v = u8(p, off) >> 4
+            guard v == 4 || v == 6 else { return true }
+            expect = v
+        default:
+            return true  // ARP, LLDP, 802.3 length field...: no IP to act on
+        }
+    }
+    let l3 = off
+    guard l3 < end, u8(p, l3) >> 4 == expect else { return false }
+    if expect == 4 {
+        guard l3 &+ 20 <= end else { return false }
+        let ihl = Int(u8(p, l3) & 0x0F) &* 4
+        let total = Int(u16(p, l3 &+ 2))
+        guard ihl >= 20, total >= ihl, l3 &+ total <= end else { return false }
+        f.tos = u8(p, l3 &+ 1)
+    } else {
+        guard l3 &+ 40 <= end else { return false }
+        let payload = Int(u16(p, l3 &+ 4))
+        // Payload length 0 is a jumbogram (RFC 2675): the packet runs to the buffer's end.
+        let ipEnd = payload == 0 ? end : l3 &+ 40 &+ payload
+        guard ipEnd <= end, walkIPv6(p, l3, ipEnd) != nil else { return false }
+        f.tos = (u8(p, l3) & 0x0F) << 4 | u8(p, l3 &+ 1) >> 4
+    }
+    f.l3 = l3
+    f.ipVersion = expect
+    return true
+}

@@ -1,0 +1,117 @@
+import NFQueue
+import QoSMapCore
+import QoSMapDaemon
+import QoSMapTables
+import Testing
+
+@Test func embeddedDefaultParses() throws {
+    let c = try DaemonConfig.parse(DaemonConfig.embeddedDefault, file: "default")
+    #expect(c.queues == [0])
+    #expect(c.trust == .dscp)
+    #expect(c.domain == "default")
+    #expect(c.rewriteDSCP)
+    #expect(c.mark == nil)
+}
+
+@Test(arguments: [
+    ("queues: [70000]\n", "x.yaml:1:10: invalid queue number '70000'; allowed: 0-65535"),
+    ("trust: 8021p\n", "x.yaml:1:8: invalid trust mode '8021p'; allowed: none, dscp, ip-precedence"),
+    (
+        "actions:\n  mark: {mask: 0x7}\n",
+        "x.yaml:2:16: invalid mark mask 0x7; allowed: one run of 6 to 32 contiguous bits, e.g. 0x3f or 0xfc00"
+    ),
+    (
+        "colour: red\n",
+        "x.yaml:1:1: unknown key 'colour' in the config; allowed: queues, queue, tables, trust, domain, interfaces, actions, metrics"
+    ),
+])
+func configErrorsArePositioned(text: String, message: String) {
+    #expect(throws: (any Error).self) { try DaemonConfig.parse(text, file: "x.yaml") }
+    do {
+        _ = try DaemonConfig.parse(text, file: "x.yaml")
+    } catch {
+        #expect(error.description == message)
+    }
+}
+
+@Test func unknownDomainIsReportedWhereWritten() throws {
+    let c = try DaemonConfig.parse("interfaces:\n  eth0: {outbound-domain: nope}\n", file: "x.yaml")
+    do {
+        _ = try PolicySnapshot(config: c, generation: 0)
+        Issue.record("unknown domain accepted")
+    } catch {
+        #expect(error.description.hasPrefix("x.yaml:2:27: unknown domain 'nope'"))
+    }
+}
+
+@Test func markOnlyImpliesMarkAndNoRewrite() throws {
+    let c = try DaemonConfig.parse("actions:\n  mark-only: true\n", file: "x")
+    #expect(c.mark == .default)
+    #expect(!c.rewriteDSCP)
+}
+
+@Test(arguments: Treatment.allCells)
+func markEncodingRoundTripsAndKeepsOtherBits(t: Treatment) throws {
+    let e = try MarkEncoding(mask: 0xFF00)
+    let m = e.apply(t, to: 0xDEAD_00BE)
+    #expect(m & ~0xFF00 == 0xDEAD_00BE & ~0xFF00)
+    #expect(e.decode(m) == t)
+    #expect(MarkEncoding.default.decode(0) == nil)
+}
+
+/// A bare IPv4/UDP packet with a TOS and a valid UDP checksum of 0 (none).
+func ipv4UDP(tos: UInt8) -> [UInt8] {
+    var p: [UInt8] = [
+        0x45, tos, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 1, 198, 19, 2, 1,
+        0x13, 0x88, 0x13, 0x89, 0, 12, 0, 0, 1, 2, 3, 4,
+    ]
+    var sum: UInt32 = 0
+    for i in stride(from: 0, to: 20, by: 2) { sum += UInt32(p[i]) << 8 | UInt32(p[i + 1]) }
+    while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+    p[10] = UInt8(~sum >> 8 & 0xFF)
+    p[11] = UInt8(~sum & 0xFF)
+    return p
+}
+
+@Test(arguments: 0..<256)
+func pipelineRemarksPerTablesAndKeepsECN(tos: Int) throws {
+    let snapshot = try QueueService.load(nil, generation: 0)
+    let domain = try snapshot.tables.domains.domain(named: "default")
+    var pipeline = PacketPipeline(interfaceName: { index in "eth\(index)" })
+    var bytes = ipv4UDP(tos: UInt8(tos))
+    let want = domain.dscp(for: domain.classify(dscp: DSCP(tos: UInt8(tos))))
+    bytes.withUnsafeMutableBytes { buf in
+        var packet = QueuedPacket(id: 1, inputInterface: 1, outputInterface: 2, payload: buf)
+        let verdict = pipeline.decide(&packet, snapshot: snapshot)
+        #expect(verdict.decision == .accept)
+        #expect((verdict.payload != nil) == (want.rawValue != UInt8(tos) >> 2))
+    }
+    #expect(bytes[1] >> 2 == want.rawValue)
+    #expect(bytes[1] & 3 == UInt8(tos) & 3)
+}
+
+@Test func truncatedPacketIsNeverReturned() throws {
+    let snapshot = try QueueService.load(nil, generation: 0)
+    var pipeline = PacketPipeline(interfaceName: { _ in nil })
+    var bytes = ipv4UDP(tos: 0x08)  // DSCP 2 would be rewritten
+    bytes.withUnsafeMutableBytes { buf in
+        var packet = QueuedPacket(id: 1, capturedLength: 1500, payload: buf)
+        let verdict = pipeline.decide(&packet, snapshot: snapshot)
+        #expect(verdict.payload == nil)
+    }
+    #expect(pipeline.counts.total(.truncated) == 1)
+}
+
+@Test func malformedAndNonIPAreAcceptedUnchanged() throws {
+    let snapshot = try QueueService.load(nil, generation: 0)
+    var pipeline = PacketPipeline(interfaceName: { _ in nil })
+    var bytes: [UInt8] = [0x45, 0x08, 0, 200, 0, 0]  // IHL 5 but only 6 bytes
+    let before = bytes
+    bytes.withUnsafeMutableBytes { buf in
+        var packet = QueuedPacket(id: 7, payload: buf)
+        let verdict = pipeline.decide(&packet, snapshot: snapshot)
+        #expect(verdict.decision == .accept && verdict.payload == nil && verdict.mark == nil)
+    }
+    #expect(bytes == before)
+    #expect(pipeline.counts.total(.malformed) == 1)
+}
