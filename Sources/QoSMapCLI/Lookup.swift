@@ -83,9 +83,11 @@ extension QoSMapCommand {
         }
 
         func run() throws {
-            let set = try tableOptions.load()
+            let query = try query()
+            let needsProfiles = if case .profile = query { true } else { false }
+            let set = try tableOptions.load(profiles: needsProfiles)
             let d = try resolveDomain(domain, in: set)
-            switch try query() {
+            switch query {
             case .profile(let q):
                 try runProfileLookup(q, set: set, domain: d)
             case .inbound(let field, let raw):

@@ -26,7 +26,7 @@ extension QoSMapCommand {
             }
 
             func run() throws {
-                let set = try tableOptions.load()
+                let set = try tableOptions.load(profiles: true)
                 let rows = set.profiles.profiles.map {
                     Row(
                         name: $0.name, title: $0.title, source: $0.source, rows: $0.rows.count,
@@ -51,7 +51,7 @@ extension QoSMapCommand {
             @OptionGroup var output: OutputOptions
 
             func run() throws {
-                let set = try tableOptions.load()
+                let set = try tableOptions.load(profiles: true)
                 let p = try resolveProfile(name, in: set)
                 if output.json {
                     print(jsonText(p.rows.map(ProfileRowJSON.init)))

@@ -48,16 +48,18 @@ struct TableOptions: ParsableArguments {
         }
     }
 
-    /// Loads the built-ins plus every user directory.
-    func load() throws -> TableSet {
+    /// Loads the built-ins plus every user directory. Without `profiles` only
+    /// the built-in domains are parsed, which keeps start-up short.
+    func load(profiles: Bool = false) throws -> TableSet {
         var dirs: [String] = []
         if !noSystemTables, isDirectory(Self.systemDirectory) {
             dirs.append(Self.systemDirectory)
         }
         dirs += tables
         let sources = try dirs.flatMap { try TableFiles.sources(inDirectory: $0) }
-        if sources.isEmpty { return TableLoader.builtIn }
-        switch TableLoader.load(sources) {
+        let base = profiles ? TableLoader.builtIn : TableLoader.builtInDomains
+        if sources.isEmpty { return base }
+        switch TableLoader.load(sources, onto: base) {
         case .success(let set): return set
         case .failure(let error): throw DataError(error.description)
         }

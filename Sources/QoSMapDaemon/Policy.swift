@@ -39,7 +39,7 @@ public final class PolicySnapshot: Sendable {
             }
         }
         let tables: TableSet
-        switch TableLoader.load(sources) {
+        switch TableLoader.load(sources, onto: TableLoader.builtInDomains) {
         case .success(let t): tables = t
         case .failure(let e): throw ConfigError(e.diagnostics)
         }
