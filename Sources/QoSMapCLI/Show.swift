@@ -158,7 +158,9 @@ extension QoSMapCommand {
             print(
                 table(
                     [["NAME", "ORIGIN", "EDITABLE", "DEI", "DESCRIPTION"]]
-                        + rows.map { [$0.name, $0.origin, $0.editable ? "yes" : "no", $0.dei, $0.description] }))
+                        + rows.map {
+                            [$0.name, $0.origin, $0.editable ? "yes" : "no", $0.dei, $0.description]
+                        }))
         }
     }
 
@@ -166,7 +168,8 @@ extension QoSMapCommand {
     /// `file:line:column: message`.
     struct Validate: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check table files; print every problem as file:line:column: message (exit 65 on errors).")
+            abstract:
+                "Check table files; print every problem as file:line:column: message (exit 65 on errors).")
 
         @Argument(help: "Domain files to check (YAML). Directories check every *.yaml in them.")
         var files: [String]

@@ -29,7 +29,8 @@ enum ExitStatus {
 
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
 struct TableOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Load user domains from the YAML files in DIR.", valueName: "DIR"))
+    @Option(
+        name: .long, help: ArgumentHelp("Load user domains from the YAML files in DIR.", valueName: "DIR"))
     var tables: [String] = []
 
     @Flag(name: .long, help: "Do not load /etc/qosmap/domains.d/.")
@@ -43,7 +44,8 @@ struct TableOptions: ParsableArguments {
     func validate() throws {
         for dir in tables {
             guard isDirectory(dir) else {
-                throw ValidationError("--tables '\(dir)' is not a directory; allowed: a directory of *.yaml files")
+                throw ValidationError(
+                    "--tables '\(dir)' is not a directory; allowed: a directory of *.yaml files")
             }
         }
     }
@@ -120,7 +122,8 @@ func table(_ rows: [[String]], indent: String = "") -> String {
     return rows.map { row in
         var line = indent
         for (i, cell) in row.enumerated() {
-            line += i == row.count - 1 ? cell : cell.padding(toLength: widths[i] + 2, withPad: " ", startingAt: 0)
+            line +=
+                i == row.count - 1 ? cell : cell.padding(toLength: widths[i] + 2, withPad: " ", startingAt: 0)
         }
         return line
     }.joined(separator: "\n")

@@ -12,7 +12,8 @@ public enum CodepointError: Error, Equatable, Sendable, CustomStringConvertible 
     public var description: String {
         switch self {
         case .outOfRange(let field, let value, let allowed):
-            return "\(field) value \(value) is out of range; allowed: \(allowed.lowerBound)-\(allowed.upperBound)"
+            return
+                "\(field) value \(value) is out of range; allowed: \(allowed.lowerBound)-\(allowed.upperBound)"
         case .unparsable(let field, let token, let allowed):
             return "invalid \(field) value '\(token)'; allowed: \(allowed)"
         }
@@ -192,7 +193,8 @@ extension ThreeBitCodepoint {
     /// Parses a decimal, `0x` or `0b` token.
     public init(parsing token: some StringProtocol) throws(CodepointError) {
         guard let value = parseInteger(Substring(token)) else {
-            throw .unparsable(field: Self.fieldName, token: String(token), allowed: "0-7 (decimal, 0x.., 0b..)")
+            throw .unparsable(
+                field: Self.fieldName, token: String(token), allowed: "0-7 (decimal, 0x.., 0b..)")
         }
         try self.init(value)
     }

@@ -129,7 +129,9 @@ public struct DSDomain: Sendable, Equatable {
 
     /// The class and color of an IP precedence (table 3).
     @inlinable
-    public func classify(precedence: IPPrecedence) -> Treatment { classify(.ipPrecedence, precedence.rawValue) }
+    public func classify(precedence: IPPrecedence) -> Treatment {
+        classify(.ipPrecedence, precedence.rawValue)
+    }
 
     /// The class and color of an MPLS EXP (table 3).
     @inlinable

@@ -77,7 +77,8 @@ struct YAMLContext {
             // The basic resolver: every scalar is read as text by this loader, and the
             // default resolver's regular expressions cost milliseconds at start-up.
             guard let node = try Yams.compose(yaml: text, .basic) else {
-                diagnostics.append(TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
+                diagnostics.append(
+                    TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
                 return nil
             }
             return node

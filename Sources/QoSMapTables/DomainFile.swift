@@ -94,7 +94,9 @@ enum DomainParser {
                 return nil
             }
             guard hi <= field.maxValue else {
-                ctx.error(node, "\(field.name) value \(hi) in '\(text)' is out of range; allowed: 0-\(field.maxValue)")
+                ctx.error(
+                    node,
+                    "\(field.name) value \(hi) in '\(text)' is out of range; allowed: 0-\(field.maxValue)")
                 return nil
             }
             return lo...hi
@@ -127,7 +129,9 @@ enum DomainParser {
         }
         let sc = ServiceClass(name: cs)
         let color = Color(name: cl)
-        if sc == nil { ctx.error(seq[0], "unknown service class '\(cs)'; allowed: \(ServiceClass.allowedNames)") }
+        if sc == nil {
+            ctx.error(seq[0], "unknown service class '\(cs)'; allowed: \(ServiceClass.allowedNames)")
+        }
         if color == nil { ctx.error(seq[1], "unknown color '\(cl)'; allowed: \(Color.allowedNames)") }
         guard let sc, let color else { return nil }
         return Treatment(sc, color)
@@ -176,7 +180,8 @@ enum DomainParser {
             guard let classes = ctx.mapping(fp.value, "the outbound \(field.name) map") else { continue }
             for cp in classes {
                 guard let sc = ServiceClass(name: cp.name) else {
-                    ctx.error(cp.key, "unknown service class '\(cp.name)'; allowed: \(ServiceClass.allowedNames)")
+                    ctx.error(
+                        cp.key, "unknown service class '\(cp.name)'; allowed: \(ServiceClass.allowedNames)")
                     continue
                 }
                 if case .scalar = cp.value {
@@ -184,12 +189,15 @@ enum DomainParser {
                     for c in Color.allCases { doc.outbound.append((field, Treatment(sc, c), v)) }
                     continue
                 }
-                guard let colors = ctx.mapping(cp.value, "a value or {green, yellow, red} for \(sc.name)") else {
+                guard let colors = ctx.mapping(cp.value, "a value or {green, yellow, red} for \(sc.name)")
+                else {
                     continue
                 }
                 for colorPair in colors {
                     guard let color = Color(name: colorPair.name) else {
-                        ctx.error(colorPair.key, "unknown color '\(colorPair.name)'; allowed: \(Color.allowedNames)")
+                        ctx.error(
+                            colorPair.key, "unknown color '\(colorPair.name)'; allowed: \(Color.allowedNames)"
+                        )
                         continue
                     }
                     guard let v = outboundValue(colorPair.value, field: field, ctx: &ctx) else { continue }

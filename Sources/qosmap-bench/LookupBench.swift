@@ -48,7 +48,9 @@ func runLookupBenchmark(iterations: Int) {
     let remark = measure("classify + dscp(for:) (a full remark decision)") { v in
         domain.dscp(for: domain.classify(dscp: DSCP(truncating: v))).rawValue
     }
-    print("ratio to peer: inbound \(format2(inbound / peer))x, outbound \(format2(outbound / peer))x, both \(format2(remark / peer))x")
+    print(
+        "ratio to peer: inbound \(format2(inbound / peer))x, outbound \(format2(outbound / peer))x, both \(format2(remark / peer))x"
+    )
 }
 
 func format2(_ x: Double) -> String {

@@ -2,14 +2,17 @@ import Foundation
 import Testing
 
 /// Runs the built `qosmap` binary, which sits beside the test bundle.
-func qosmap(_ args: [String], environment: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
+func qosmap(_ args: [String], environment: [String: String] = [:]) throws -> (
+    status: Int32, out: String, err: String
+) {
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let process = Process()
     process.executableURL = bundle.appendingPathComponent("qosmap")
     process.arguments = args
     // No system tables unless a test asks for them.
     process.environment = ProcessInfo.processInfo.environment.merging(
-        ["QOSMAP_DOMAINS_DIR": "/nonexistent/qosmap-test"].merging(environment) { $1 }) { $1 }
+        ["QOSMAP_DOMAINS_DIR": "/nonexistent/qosmap-test"].merging(environment) { $1 }
+    ) { $1 }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out
@@ -21,7 +24,8 @@ func qosmap(_ args: [String], environment: [String: String] = [:]) throws -> (st
     return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
 }
 
-let goldenDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden")
+let goldenDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+    "Golden")
 
 @Suite("qosmap CLI")
 struct CLITests {
@@ -47,7 +51,8 @@ struct CLITests {
 
     @Test func inboundJSONHasThePublicKeys() throws {
         let result = try qosmap(["lookup", "dscp", "EF", "--json"])
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any])
         #expect(object["domain"] as? String == "default")
         #expect(object["field"] as? String == "dscp")
         #expect(object["value"] as? Int == 46)
@@ -117,7 +122,9 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(at: dir) }
         try "domain: voice\nimport: default\ninbound:\n  dscp:\n    44: [EF, green]\n".write(
             to: dir.appendingPathComponent("voice.yaml"), atomically: true, encoding: .utf8)
-        let viaFlag = try qosmap(["lookup", "dscp", "VA", "--domain", "voice", "--tables", dir.path, "--json"])
+        let viaFlag = try qosmap([
+            "lookup", "dscp", "VA", "--domain", "voice", "--tables", dir.path, "--json",
+        ])
         #expect(viaFlag.status == 0)
         #expect(viaFlag.out.contains("\"serviceClass\" : \"EF\""))
         let viaSystem = try qosmap(["domains"], environment: ["QOSMAP_DOMAINS_DIR": dir.path])

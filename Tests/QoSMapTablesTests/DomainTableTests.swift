@@ -35,8 +35,10 @@ let table1: [(ClosedRange<Int>, String, String)] = [
 /// the unstated cells: BE, EF, CS6 and CS7 keep their green code point.
 let table2: [(String, String, Int)] = [
     ("BE", "green", 0), ("AF1", "green", 10), ("AF1", "yellow", 12), ("AF1", "red", 14), ("AF2", "green", 18),
-    ("AF2", "yellow", 20), ("AF2", "red", 22), ("AF3", "green", 26), ("AF3", "yellow", 28), ("AF3", "red", 30),
-    ("AF4", "green", 34), ("AF4", "yellow", 36), ("AF4", "red", 38), ("EF", "green", 46), ("CS6", "green", 48),
+    ("AF2", "yellow", 20), ("AF2", "red", 22), ("AF3", "green", 26), ("AF3", "yellow", 28),
+    ("AF3", "red", 30),
+    ("AF4", "green", 34), ("AF4", "yellow", 36), ("AF4", "red", 38), ("EF", "green", 46),
+    ("CS6", "green", 48),
     ("CS7", "green", 56),
     // Unstated in the reference; the documented choice.
     ("BE", "yellow", 0), ("BE", "red", 0), ("EF", "yellow", 46), ("EF", "red", 46), ("CS6", "yellow", 48),
@@ -68,7 +70,9 @@ struct DomainTableTests {
     @Test(arguments: table1)
     func table1Row(range: ClosedRange<Int>, serviceClass: String, color: String) throws {
         for v in range {
-            #expect(defaultDomain.classify(dscp: try DSCP(v)) == Treatment(cls(serviceClass), col(color)), "DSCP \(v)")
+            #expect(
+                defaultDomain.classify(dscp: try DSCP(v)) == Treatment(cls(serviceClass), col(color)),
+                "DSCP \(v)")
         }
     }
 
@@ -157,13 +161,17 @@ struct DomainTableTests {
     /// Standard PHB code points survive inbound → outbound in the default
     /// domain; class selectors CS1–CS5 land on their class's green code point.
     @Test(arguments: [
-        DSCP.df, .af11, .af12, .af13, .af21, .af22, .af23, .af31, .af32, .af33, .af41, .af42, .af43, .ef, .cs6, .cs7,
+        DSCP.df, .af11, .af12, .af13, .af21, .af22, .af23, .af31, .af32, .af33, .af41, .af42, .af43, .ef,
+        .cs6, .cs7,
     ])
     func roundTrip(dscp: DSCP) {
         #expect(defaultDomain.dscp(for: defaultDomain.classify(dscp: dscp)) == dscp)
     }
 
-    @Test(arguments: [(DSCP.cs1, DSCP.af11), (.cs2, .af21), (.cs3, .af31), (.cs4, .af41), (.cs5, .ef), (.le, .df), (.va, .df)])
+    @Test(arguments: [
+        (DSCP.cs1, DSCP.af11), (.cs2, .af21), (.cs3, .af31), (.cs4, .af41), (.cs5, .ef), (.le, .df),
+        (.va, .df),
+    ])
     func classSelectorsFold(dscp: DSCP, to expected: DSCP) {
         #expect(defaultDomain.dscp(for: defaultDomain.classify(dscp: dscp)) == expected)
     }
@@ -174,17 +182,22 @@ struct DomainTableTests {
         let walker = FileManager.default.enumerator(at: tablesDirectory, includingPropertiesForKeys: nil)
         while let url = walker?.nextObject() as? URL {
             guard url.pathExtension == "yaml" else { continue }
-            let relative = String(url.standardizedFileURL.path.dropFirst(tablesDirectory.standardizedFileURL.path.count + 1))
+            let relative = String(
+                url.standardizedFileURL.path.dropFirst(tablesDirectory.standardizedFileURL.path.count + 1))
             onDisk[relative] = try String(contentsOf: url, encoding: .utf8)
         }
         let embedded = Dictionary(uniqueKeysWithValues: EmbeddedTables.files.map { ($0.path, $0.text) })
         #expect(Set(onDisk.keys) == Set(embedded.keys))
         #expect(onDisk.keys.contains("domains/default.yaml"))
-        for (path, text) in onDisk { #expect(embedded[path] == text, "Tables/\(path) differs from the binary") }
+        for (path, text) in onDisk {
+            #expect(embedded[path] == text, "Tables/\(path) differs from the binary")
+        }
 
         // And parsing the files from disk gives the same domains as the binary.
         let sources = onDisk.sorted { $0.key < $1.key }.map { TableSource(path: $0.key, text: $0.value) }
-        let fromDisk = try TableLoader.load(sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }).get()
+        let fromDisk = try TableLoader.load(
+            sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }
+        ).get()
         for d in builtIn.domains {
             #expect(fromDisk.domains[d.name]?.hasSameMaps(as: d) == true)
         }

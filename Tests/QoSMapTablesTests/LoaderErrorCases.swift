@@ -10,7 +10,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         domain: x
         inbound: [unclosed
         """,
-        "01-syntax.yaml:3:1: YAML syntax: did not find expected ',' or ']' (while parsing a flow sequence at line 2, column 10)"),
+        "01-syntax.yaml:3:1: YAML syntax: did not find expected ',' or ']' (while parsing a flow sequence at line 2, column 10)"
+    ),
     (
         "02-unknown-key.yaml",
         """
@@ -18,21 +19,24 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         import: default
         colour: red
         """,
-        "02-unknown-key.yaml:3:1: unknown key 'colour' in a domain file; allowed: domain, description, editable, dei, import, inbound, outbound"),
+        "02-unknown-key.yaml:3:1: unknown key 'colour' in a domain file; allowed: domain, description, editable, dei, import, inbound, outbound"
+    ),
     (
         "03-missing-domain.yaml",
         """
         import: default
         inbound: {}
         """,
-        "03-missing-domain.yaml:1:1: a table file needs a top-level 'domain' key (or 'profile' for a standards profile)"),
+        "03-missing-domain.yaml:1:1: a table file needs a top-level 'domain' key (or 'profile' for a standards profile)"
+    ),
     (
         "04-bad-name.yaml",
         """
         domain: "my domain!"
         import: default
         """,
-        "04-bad-name.yaml:1:9: invalid domain name 'my domain!'; allowed: 1-64 of A-Z a-z 0-9 - _ ."),
+        "04-bad-name.yaml:1:9: invalid domain name 'my domain!'; allowed: 1-64 of A-Z a-z 0-9 - _ ."
+    ),
     (
         "05-5p3d.yaml",
         """
@@ -42,14 +46,16 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           8021p:
             0: [BE, green]
         """,
-        "05-5p3d.yaml:2:9: domain '5p3d' is built in and cannot be modified; derive a new domain with 'import: 5p3d'"),
+        "05-5p3d.yaml:2:9: domain '5p3d' is built in and cannot be modified; derive a new domain with 'import: 5p3d'"
+    ),
     (
         "06-unknown-import.yaml",
         """
         domain: mine
         import: defualt
         """,
-        "06-unknown-import.yaml:2:9: unknown domain 'defualt' to import; known domains: default, 5p3d"),
+        "06-unknown-import.yaml:2:9: unknown domain 'defualt' to import; known domains: default, 5p3d"
+    ),
     (
         "07-unknown-field.yaml",
         """
@@ -59,7 +65,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           tos:
             0: [BE, green]
         """,
-        "07-unknown-field.yaml:4:3: unknown field 'tos'; allowed: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp)"),
+        "07-unknown-field.yaml:4:3: unknown field 'tos'; allowed: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp)"
+    ),
     (
         "08-dscp-range.yaml",
         """
@@ -69,7 +76,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           dscp:
             64: [BE, green]
         """,
-        "08-dscp-range.yaml:5:5: dscp value 64 is out of range; allowed: 0-63"),
+        "08-dscp-range.yaml:5:5: dscp value 64 is out of range; allowed: 0-63"
+    ),
     (
         "09-bad-class.yaml",
         """
@@ -79,7 +87,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           dscp:
             46: [AF5, green]
         """,
-        "09-bad-class.yaml:5:10: unknown service class 'AF5'; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"),
+        "09-bad-class.yaml:5:10: unknown service class 'AF5'; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"
+    ),
     (
         "10-bad-color.yaml",
         """
@@ -89,7 +98,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           exp:
             5: [EF, blue]
         """,
-        "10-bad-color.yaml:5:13: unknown color 'blue'; allowed: green, yellow, red"),
+        "10-bad-color.yaml:5:13: unknown color 'blue'; allowed: green, yellow, red"
+    ),
     (
         "11-duplicate.yaml",
         """
@@ -100,7 +110,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
             40-47: [EF, green]
             46: [AF4, green]
         """,
-        "11-duplicate.yaml:6:5: dscp 46 is already mapped at line 5, column 5"),
+        "11-duplicate.yaml:6:5: dscp 46 is already mapped at line 5, column 5"
+    ),
     (
         "13-outbound-value.yaml",
         """
@@ -110,7 +121,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           8021p:
             EF: 8
         """,
-        "13-outbound-value.yaml:5:9: 8021p value 8 is out of range; allowed: 0-7"),
+        "13-outbound-value.yaml:5:9: 8021p value 8 is out of range; allowed: 0-7"
+    ),
     (
         "14-outbound-color.yaml",
         """
@@ -120,7 +132,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           dscp:
             AF1: {green: 10, amber: 12}
         """,
-        "14-outbound-color.yaml:5:22: unknown color 'amber'; allowed: green, yellow, red"),
+        "14-outbound-color.yaml:5:22: unknown color 'amber'; allowed: green, yellow, red"
+    ),
     (
         "15-pair-shape.yaml",
         """
@@ -130,7 +143,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           ip-precedence:
             3: AF3
         """,
-        "15-pair-shape.yaml:5:8: expected [CLASS, color] (a two-item sequence), found a scalar"),
+        "15-pair-shape.yaml:5:8: expected [CLASS, color] (a two-item sequence), found a scalar"
+    ),
     (
         "16-dei.yaml",
         """
@@ -138,7 +152,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         import: default
         dei: maybe
         """,
-        "16-dei.yaml:3:6: invalid dei policy 'maybe'; allowed: ignore, color"),
+        "16-dei.yaml:3:6: invalid dei policy 'maybe'; allowed: ignore, color"
+    ),
     (
         "17-editable.yaml",
         """
@@ -146,7 +161,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         import: default
         editable: sometimes
         """,
-        "17-editable.yaml:3:11: invalid editable flag 'sometimes'; allowed: true, false"),
+        "17-editable.yaml:3:11: invalid editable flag 'sometimes'; allowed: true, false"
+    ),
     (
         "18-duplicate-key.yaml",
         """
@@ -154,7 +170,8 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         import: default
         domain: other
         """,
-        "18-duplicate-key.yaml:3:1: duplicate key 'domain' (first at line 1, column 1)"),
+        "18-duplicate-key.yaml:3:1: duplicate key 'domain' (first at line 1, column 1)"
+    ),
     (
         "19-range.yaml",
         """
@@ -164,19 +181,22 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           dscp:
             50-40: [BE, green]
         """,
-        "19-range.yaml:5:5: invalid range '50-40': 50 is above 40"),
+        "19-range.yaml:5:5: invalid range '50-40': 50 is above 40"
+    ),
     (
         "20-empty.yaml",
         """
         # nothing here
         """,
-        "20-empty.yaml:1:1: empty table file"),
+        "20-empty.yaml:1:1: empty table file"
+    ),
     (
         "21-toplevel-list.yaml",
         """
         - domain: mine
         """,
-        "21-toplevel-list.yaml:1:1: expected a table file (a mapping), found a sequence"),
+        "21-toplevel-list.yaml:1:1: expected a table file (a mapping), found a sequence"
+    ),
     (
         "22-outbound-class.yaml",
         """
@@ -186,5 +206,6 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
           exp:
             GOLD: 5
         """,
-        "22-outbound-class.yaml:5:5: unknown service class 'GOLD'; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"),
+        "22-outbound-class.yaml:5:5: unknown service class 'GOLD'; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"
+    ),
 ]

@@ -31,8 +31,12 @@ struct LoaderErrorTests {
             """
         let error = try #require(load([("gaps.yaml", yaml)]).failure)
         let lines = error.diagnostics.map(\.description)
-        #expect(lines.contains("gaps.yaml:3:3: inbound dscp map of domain 'scratch' is not total; undefined values: 63"))
-        #expect(lines.contains("gaps.yaml:1:9: inbound exp map of domain 'scratch' is not total; undefined values: 0-7"))
+        #expect(
+            lines.contains(
+                "gaps.yaml:3:3: inbound dscp map of domain 'scratch' is not total; undefined values: 63"))
+        #expect(
+            lines.contains(
+                "gaps.yaml:1:9: inbound exp map of domain 'scratch' is not total; undefined values: 0-7"))
         #expect(lines.count == 8)  // dscp inbound + 3 other inbound + 4 outbound
     }
 
@@ -102,7 +106,10 @@ struct LoaderErrorTests {
     @Test func sameDomainInTwoFilesIsRejected() throws {
         let yaml = "domain: twin\nimport: default"
         let error = try #require(load([("one.yaml", yaml), ("two.yaml", yaml)]).failure)
-        #expect(error.diagnostics.map(\.description) == ["two.yaml:1:9: domain 'twin' is already defined in one.yaml"])
+        #expect(
+            error.diagnostics.map(\.description) == [
+                "two.yaml:1:9: domain 'twin' is already defined in one.yaml"
+            ])
     }
 
     @Test func importCycleIsReported() throws {
