@@ -16,7 +16,7 @@ public struct QoSMapCommand: ParsableCommand {
             and --tables DIR.
             """,
         version: "0.1.0",
-        subcommands: [Lookup.self, Show.self, Domains.self, Validate.self])
+        subcommands: [Lookup.self, Show.self, Domains.self, Validate.self, Remark.self])
 
     /// Creates the command (ArgumentParser needs it).
     public init() {}
