@@ -21,6 +21,7 @@ let fuzzDomain: DSDomain = {
     return try! b.build()
 }()
 
+/// libFuzzer calls this with each input; a trap (precondition) is a finding.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 1 else { return 0 }
@@ -67,7 +68,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         } else {
             // Idempotent: completing a completed packet changes nothing.
             let once = Array(packet)
-            precondition(TransportChecksum.complete(packet) && Array(packet) == once, "complete() not idempotent")
+            precondition(
+                TransportChecksum.complete(packet) && Array(packet) == once, "complete() not idempotent")
         }
     }
     return 0
