@@ -16,7 +16,9 @@ public struct QoSMapCommand: ParsableCommand {
             and --tables DIR.
             """,
         version: "0.1.0",
-        subcommands: [Lookup.self, Show.self, Domains.self, Validate.self, Profile.self, Export.self])
+        subcommands: [
+            Lookup.self, Show.self, Domains.self, Validate.self, Profile.self, Remark.self, Export.self,
+        ])
 
     /// Creates the command (ArgumentParser needs it).
     public init() {}

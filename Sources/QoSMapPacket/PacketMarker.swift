@@ -181,9 +181,10 @@ func parse(_ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ f
                 off &+= 4
                 if bos { break }
             }
-            // No control word: the payload's first nibble names IPv4 or IPv6;
-            // anything else (pseudowire, or nothing at all) is not IP.
-            guard off < end else { return true }
+            // A label stack with nothing after it is truncated. Without a control
+            // word the payload's first nibble names IPv4 or IPv6; anything else
+            // (a pseudowire with a control word, say) is not IP.
+            guard off < end else { return false }
             let v = u8(p, off) >> 4
             guard v == 4 || v == 6 else { return true }
             expect = v

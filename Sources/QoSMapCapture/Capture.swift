@@ -1,0 +1,187 @@
+import CPcap
+
+/// A capture's link-layer header type, as libpcap reports it (a `DLT_` value of
+/// `pcap_datalink`; libpcap maps file `LINKTYPE_` values to these).
+public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The `DLT_` value.
+    public let rawValue: Int32
+
+    /// Wraps a `DLT_` value.
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// Ethernet II frames (`DLT_EN10MB`, file `LINKTYPE_ETHERNET`).
+    public static let ethernet = LinkType(rawValue: DLT_EN10MB)
+    /// Bare IPv4 or IPv6 packets (`DLT_RAW`, file `LINKTYPE_RAW`).
+    public static let raw = LinkType(rawValue: DLT_RAW)
+    /// Bare IPv4 packets (`DLT_IPV4`, file `LINKTYPE_IPV4`).
+    public static let ipv4 = LinkType(rawValue: DLT_IPV4)
+    /// Bare IPv6 packets (`DLT_IPV6`, file `LINKTYPE_IPV6`).
+    public static let ipv6 = LinkType(rawValue: DLT_IPV6)
+
+    /// libpcap's name for the type (`pcap_datalink_val_to_name`), or the number.
+    public var description: String {
+        if let name = pcap_datalink_val_to_name(rawValue) { return String(cString: name) }
+        return "\(rawValue)"
+    }
+}
+
+/// Why a capture could not be read or written.
+public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What was being done.
+    public enum Operation: Sendable, Equatable {
+        /// Opening a file for reading (`pcap_open_offline`).
+        case open
+        /// Reading a record (`pcap_next_ex`).
+        case read
+        /// Creating or writing the output (`pcap_dump_open`, `pcap_dump_flush`).
+        case write
+        /// A record does not fit the caller's buffer.
+        case recordTooLarge
+    }
+
+    /// What was being done.
+    public var operation: Operation
+    /// The file.
+    public var path: String
+    /// libpcap's message.
+    public var message: String
+
+    /// Creates an error.
+    public init(_ operation: Operation, path: String, message: String) {
+        self.operation = operation
+        self.path = path
+        self.message = message
+    }
+
+    /// `path: message`.
+    public var description: String { "\(path): \(message)" }
+}
+
+/// One record's metadata (`struct pcap_pkthdr`).
+public struct CaptureRecord: Sendable, Equatable {
+    /// Seconds since the epoch.
+    public var seconds: Int
+    /// Microseconds within the second.
+    public var microseconds: Int
+    /// The bytes captured (at most the snapshot length).
+    public var capturedLength: Int
+    /// The packet's length on the wire.
+    public var originalLength: Int
+
+    /// Creates a record header.
+    public init(seconds: Int, microseconds: Int, capturedLength: Int, originalLength: Int) {
+        self.seconds = seconds
+        self.microseconds = microseconds
+        self.capturedLength = capturedLength
+        self.originalLength = originalLength
+    }
+}
+
+/// Reads a pcap or pcapng file through libpcap (`pcap_open_offline`).
+public final class CaptureReader {
+    private let handle: OpaquePointer
+    /// The file read.
+    public let path: String
+
+    /// Opens a capture file (`pcap_open_offline`).
+    public init(path: String) throws(CaptureError) {
+        var errbuf = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE))
+        guard let h = pcap_open_offline(path, &errbuf) else {
+            let bytes = errbuf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            var message = String(decoding: bytes, as: UTF8.self)
+            // libpcap starts some messages with the path, which the error already names.
+            if message.hasPrefix(path + ": ") { message.removeFirst(path.count + 2) }
+            throw CaptureError(.open, path: path, message: message)
+        }
+        self.handle = h
+        self.path = path
+    }
+
+    deinit { pcap_close(handle) }
+
+    /// The link-layer header type (`pcap_datalink`).
+    public var linkType: LinkType { LinkType(rawValue: pcap_datalink(handle)) }
+
+    /// The snapshot length (`pcap_snapshot`).
+    public var snapshotLength: Int { Int(pcap_snapshot(handle)) }
+
+    /// Reads the next record into `buffer` (`pcap_next_ex`); nil at the end of the file.
+    ///
+    /// Copies rather than lending libpcap's buffer so the caller may rewrite it in place.
+    public func next(into buffer: UnsafeMutableRawBufferPointer) throws(CaptureError) -> CaptureRecord? {
+        var header: UnsafeMutablePointer<pcap_pkthdr>?
+        var data: UnsafePointer<UInt8>?
+        switch pcap_next_ex(handle, &header, &data) {
+        case 1:
+            guard let header, let data else {
+                throw CaptureError(.read, path: path, message: "no packet data")
+            }
+            let caplen = Int(header.pointee.caplen)
+            guard caplen <= buffer.count, let base = buffer.baseAddress else {
+                throw CaptureError(
+                    .recordTooLarge, path: path, message: "record of \(caplen) bytes exceeds \(buffer.count)")
+            }
+            base.copyMemory(from: data, byteCount: caplen)
+            return CaptureRecord(
+                seconds: Int(header.pointee.ts.tv_sec), microseconds: Int(header.pointee.ts.tv_usec),
+                capturedLength: caplen, originalLength: Int(header.pointee.len))
+        case PCAP_ERROR_BREAK:  // -2 from a savefile: the end of the file
+            return nil
+        default:
+            throw CaptureError(.read, path: path, message: String(cString: pcap_geterr(handle)))
+        }
+    }
+}
+
+/// Writes a pcap file through libpcap (`pcap_open_dead`, `pcap_dump_open`, `pcap_dump`).
+public final class CaptureWriter {
+    private let dead: OpaquePointer
+    private let dumper: OpaquePointer
+    private var closed = false
+    /// The file written.
+    public let path: String
+
+    /// Creates (truncates) a pcap file with the link type and snapshot length
+    /// (`pcap_open_dead`, `pcap_dump_open`).
+    public init(path: String, linkType: LinkType, snapshotLength: Int) throws(CaptureError) {
+        guard let d = pcap_open_dead(linkType.rawValue, Int32(clamping: snapshotLength)) else {
+            throw CaptureError(.write, path: path, message: "cannot create a pcap handle")
+        }
+        guard let dumper = pcap_dump_open(d, path) else {
+            let message = String(cString: pcap_geterr(d))
+            pcap_close(d)
+            throw CaptureError(.write, path: path, message: message)
+        }
+        self.dead = d
+        self.dumper = dumper
+        self.path = path
+    }
+
+    deinit {
+        if !closed { pcap_dump_close(dumper) }
+        pcap_close(dead)
+    }
+
+    /// Appends a record (`pcap_dump`); its captured length is `bytes.count`.
+    public func write(_ record: CaptureRecord, _ bytes: UnsafeRawBufferPointer) {
+        var header = pcap_pkthdr()
+        header.ts.tv_sec = .init(record.seconds)
+        header.ts.tv_usec = .init(record.microseconds)
+        header.caplen = UInt32(truncatingIfNeeded: bytes.count)
+        header.len = UInt32(truncatingIfNeeded: record.originalLength)
+        // libpcap's design: pcap_dump takes the dumper disguised as u_char *.
+        let user = UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self)
+        pcap_dump(user, &header, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Flushes and closes the file (`pcap_dump_flush`, `pcap_dump_close`); throws
+    /// when the data could not be written (a full disk, say).
+    public func close() throws(CaptureError) {
+        guard !closed else { return }
+        closed = true
+        let flushed = pcap_dump_flush(dumper)
+        let failed = flushed != 0 || pcap_dump_file(dumper).map { ferror($0) != 0 } ?? false
+        pcap_dump_close(dumper)
+        if failed { throw CaptureError(.write, path: path, message: "write failed") }
+    }
+}

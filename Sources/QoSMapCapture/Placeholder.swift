@@ -1,2 +1,0 @@
-// Placeholder until this layer lands.
-import CPcap
