@@ -130,68 +130,31 @@ extension DaemonConfig {
     }
 }
 
-/// Walks the composed YAML and records positioned errors.
+/// Walks the composed YAML and records positioned errors, with the same
+/// reader (and so the same messages) as the table files.
 struct ConfigParser {
-    let file: String
-    var diagnostics: [TableDiagnostic] = []
+    var yaml: YAMLContext
+    var file: String { yaml.file }
+    var diagnostics: [TableDiagnostic] { yaml.diagnostics }
 
-    mutating func error(_ node: Node?, _ message: String) {
-        diagnostics.append(
-            TableDiagnostic(
-                file: file, line: node?.mark?.line ?? 1, column: node?.mark?.column ?? 1, message: message))
-    }
+    init(file: String) { yaml = YAMLContext(file: file) }
 
+    mutating func error(_ node: Node?, _ message: String) { yaml.error(node, message) }
+
+    /// A mapping's pairs; with a non-empty `allowed`, unknown keys are reported and dropped.
     mutating func mapping(_ node: Node, _ what: String, allowed: [String]) -> [(Node, Node, String)]? {
-        guard case .mapping(let m) = node else {
-            error(node, "expected \(what) (a mapping)")
-            return nil
-        }
-        var out: [(Node, Node, String)] = []
-        var seen = Set<String>()
-        for (k, v) in m {
-            guard let key = k.string else {
-                error(k, "expected a plain key in \(what)")
-                continue
-            }
-            if !seen.insert(key).inserted {
-                error(k, "duplicate key '\(key)' in \(what)")
-                continue
-            }
-            if !allowed.isEmpty, !allowed.contains(key) {
-                error(k, "unknown key '\(key)' in \(what); allowed: \(allowed.joined(separator: ", "))")
-                continue
-            }
-            out.append((k, v, key))
-        }
-        return out
+        guard let pairs = yaml.mapping(node, what) else { return nil }
+        guard !allowed.isEmpty else { return pairs.map { ($0.key, $0.value, $0.name) } }
+        yaml.checkKeys(pairs, allowed: allowed, in: what)
+        return pairs.filter { allowed.contains($0.name) }.map { ($0.key, $0.value, $0.name) }
     }
 
-    mutating func scalar(_ node: Node, _ what: String) -> String? {
-        guard case .scalar(let s) = node else {
-            error(node, "expected \(what), found a non-scalar")
-            return nil
-        }
-        return s.string
-    }
+    mutating func scalar(_ node: Node, _ what: String) -> String? { yaml.scalar(node, what) }
 
-    mutating func bool(_ node: Node, _ what: String) -> Bool? {
-        guard let s = scalar(node, what) else { return nil }
-        switch s.lowercased() {
-        case "true", "yes", "on": return true
-        case "false", "no", "off": return false
-        default:
-            error(node, "invalid \(what) '\(s)'; allowed: true, false")
-            return nil
-        }
-    }
+    mutating func bool(_ node: Node, _ what: String) -> Bool? { yaml.bool(node, what) }
 
     mutating func integer(_ node: Node, _ what: String, _ range: ClosedRange<Int>) -> Int? {
-        guard let s = scalar(node, what) else { return nil }
-        guard let v = parseInteger(Substring(s)), range.contains(v) else {
-            error(node, "invalid \(what) '\(s)'; allowed: \(range.lowerBound)-\(range.upperBound)")
-            return nil
-        }
-        return v
+        yaml.integer(node, what, range)
     }
 
     mutating func trust(_ node: Node) -> TrustMode? {
@@ -223,24 +186,8 @@ struct ConfigParser {
 
     mutating func parse(_ text: String) -> DaemonConfig? {
         var config = DaemonConfig()
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: text)
-        } catch let e as YamlError {
-            switch e {
-            case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
-                .composer(_, let problem, let mark, _):
-                diagnostics.append(
-                    TableDiagnostic(
-                        file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(problem)"))
-            default:
-                error(nil, "YAML: \(e)")
-            }
-            return nil
-        } catch {
-            self.error(nil, "YAML: \(error)")
-            return nil
-        }
+        let root = yaml.compose(text, allowEmpty: true)
+        if yaml.hasErrors { return nil }
         guard let root else { return config }  // an empty file keeps every default
         let top = ["queues", "queue", "tables", "trust", "domain", "interfaces", "actions", "metrics"]
         guard let pairs = mapping(root, "the config", allowed: top) else { return nil }

@@ -1,3 +1,4 @@
+import QoSMapCore
 import Yams
 
 /// One problem found in a table file, reported as `file:line:column: message`.
@@ -48,22 +49,30 @@ public struct TableLoadError: Error, Sendable, CustomStringConvertible {
     public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
 }
 
-/// Walks a composed YAML document and collects positioned diagnostics.
-struct YAMLContext {
-    let file: String
-    var diagnostics: [TableDiagnostic] = []
+/// Walks a composed YAML document and collects positioned diagnostics; shared
+/// by the table loader and the daemon's config parser so that every YAML file
+/// the project reads reports problems the same way.
+public struct YAMLContext {
+    /// The file's path, as shown in diagnostics.
+    public let file: String
+    /// The problems found so far, in the order found.
+    public var diagnostics: [TableDiagnostic] = []
 
-    init(file: String) { self.file = file }
+    /// Starts a context for one file.
+    public init(file: String) { self.file = file }
 
-    var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+    /// Whether any error (not just a warning) was recorded.
+    public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 
-    mutating func error(_ node: Node?, _ message: String) {
+    /// Records an error at a node's position (1:1 when it has none).
+    public mutating func error(_ node: Node?, _ message: String) {
         let mark = node?.mark
         diagnostics.append(
             TableDiagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
     }
 
-    mutating func warning(_ node: Node?, _ message: String) {
+    /// Records a warning at a node's position.
+    public mutating func warning(_ node: Node?, _ message: String) {
         let mark = node?.mark
         diagnostics.append(
             TableDiagnostic(
@@ -71,12 +80,14 @@ struct YAMLContext {
                 severity: .warning))
     }
 
-    /// Composes the text, turning a YAML syntax error into a diagnostic.
-    mutating func compose(_ text: String) -> Node? {
+    /// Composes the text, turning a YAML syntax error into a diagnostic. An
+    /// empty document is an error unless `allowEmpty`, when it yields nil alone.
+    public mutating func compose(_ text: String, allowEmpty: Bool = false) -> Node? {
         do {
             // The basic resolver: every scalar is read as text by this loader, and the
             // default resolver's regular expressions cost milliseconds at start-up.
             guard let node = try Yams.compose(yaml: text, .basic) else {
+                if allowEmpty { return nil }
                 diagnostics.append(
                     TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
                 return nil
@@ -124,7 +135,7 @@ struct YAMLContext {
     }
 
     /// A scalar's text, or a diagnostic naming what was expected.
-    mutating func scalar(_ node: Node, _ what: String) -> String? {
+    public mutating func scalar(_ node: Node, _ what: String) -> String? {
         guard case .scalar(let s) = node else {
             error(node, "expected \(what), found a \(node.kindName)")
             return nil
@@ -133,7 +144,7 @@ struct YAMLContext {
     }
 
     /// A mapping's pairs, with duplicate keys reported.
-    mutating func mapping(_ node: Node, _ what: String) -> [(key: Node, value: Node, name: String)]? {
+    public mutating func mapping(_ node: Node, _ what: String) -> [(key: Node, value: Node, name: String)]? {
         guard case .mapping(let m) = node else {
             error(node, "expected \(what) (a mapping), found a \(node.kindName)")
             return nil
@@ -157,7 +168,7 @@ struct YAMLContext {
     }
 
     /// Checks a mapping's keys against an allowed list.
-    mutating func checkKeys(
+    public mutating func checkKeys(
         _ pairs: [(key: Node, value: Node, name: String)], allowed: [String], in what: String
     ) {
         for p in pairs where !allowed.contains(p.name) {
@@ -165,7 +176,8 @@ struct YAMLContext {
         }
     }
 
-    mutating func bool(_ node: Node, _ what: String) -> Bool? {
+    /// A `true`/`false` scalar (also `yes`/`no`, `on`/`off`).
+    public mutating func bool(_ node: Node, _ what: String) -> Bool? {
         guard let s = scalar(node, what) else { return nil }
         switch s.lowercased() {
         case "true", "yes", "on": return true
@@ -174,6 +186,16 @@ struct YAMLContext {
             error(node, "invalid \(what) '\(s)'; allowed: true, false")
             return nil
         }
+    }
+
+    /// An integer scalar (decimal, `0x`, `0b`) within a range.
+    public mutating func integer(_ node: Node, _ what: String, _ range: ClosedRange<Int>) -> Int? {
+        guard let s = scalar(node, what) else { return nil }
+        guard let v = parseInteger(Substring(s)), range.contains(v) else {
+            error(node, "invalid \(what) '\(s)'; allowed: \(range.lowerBound)-\(range.upperBound)")
+            return nil
+        }
+        return v
     }
 }
 

@@ -4,22 +4,7 @@ import Testing
 /// Runs the built `qosmap` binary (next to the test bundle) for the profile commands.
 struct ProfileCLITests {
     static func run(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let bundle =
-            Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") }?.bundleURL
-            ?? URL(fileURLWithPath: CommandLine.arguments[0])
-        let binary = bundle.deletingLastPathComponent().appendingPathComponent("qosmap")
-        let p = Process()
-        p.executableURL = binary
-        p.arguments = args + ["--no-system-tables"]
-        let out = Pipe()
-        let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        try qosmap(args + ["--no-system-tables"])
     }
 
     static func json(_ args: [String]) throws -> [String: Any] {
