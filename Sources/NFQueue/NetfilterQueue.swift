@@ -15,8 +15,9 @@ import CQoSMapShim
 /// `mnl_socket_sendto` and libnetfilter_queue's `nfq_nlmsg_*` message builders
 /// (the "new API" of libnetfilter_queue's `examples/nf-queue.c`).
 ///
-/// A queue is used from one thread. Verdicts for the packets of one received
-/// datagram are collected and sent together in one `sendto`.
+/// A queue is used from one thread. Verdicts for the packets read in one
+/// ``receive(_:)`` (the blocking read plus those already waiting) are collected
+/// and sent together in one `sendto`.
 public final class NetfilterQueue {
     /// The configuration the queue was opened with.
     public let configuration: Configuration
