@@ -15,8 +15,9 @@ import CQoSMapShim
 /// `mnl_socket_sendto` and libnetfilter_queue's `nfq_nlmsg_*` message builders
 /// (the "new API" of libnetfilter_queue's `examples/nf-queue.c`).
 ///
-/// A queue is used from one thread. Verdicts for the packets of one received
-/// datagram are collected and sent together in one `sendto`.
+/// A queue is used from one thread. Verdicts for the packets read in one
+/// ``receive(_:)`` (the blocking read plus those already waiting) are collected
+/// and sent together in one `sendto`.
 public final class NetfilterQueue {
     /// The configuration the queue was opened with.
     public let configuration: Configuration
@@ -158,12 +159,16 @@ public final class NetfilterQueue {
         throw NetfilterQueueError(operation: operation, errno: .timedOut)
     }
 
-    /// Receives one datagram of queued packets, calls `body` for each and sends
-    /// every verdict back in one batch of messages.
+    /// Receives the queued packets, calls `body` for each and sends every
+    /// verdict back in one batch of messages.
     ///
-    /// Wraps `mnl_socket_recvfrom`, `nfq_nlmsg_parse`, `nfq_nlmsg_verdict_put`,
-    /// `nfq_nlmsg_verdict_put_mark`, `NFQA_PRIORITY`, `nfq_nlmsg_verdict_put_pkt`
-    /// and `mnl_socket_sendto`.
+    /// Netlink returns one queued packet per datagram, so after the blocking
+    /// receive the datagrams already waiting (up to ``maximumDrain``) are read
+    /// without blocking and their verdicts share the same `sendto`.
+    ///
+    /// Wraps `mnl_socket_recvfrom`, `recvfrom(MSG_DONTWAIT)`, `nfq_nlmsg_parse`,
+    /// `nfq_nlmsg_verdict_put`, `nfq_nlmsg_verdict_put_mark`, `NFQA_PRIORITY`,
+    /// `nfq_nlmsg_verdict_put_pkt` and `mnl_socket_sendto`.
     /// - Parameter body: decides one packet. The packet's payload points into
     ///   the receive buffer and is valid only during the call; the body may
     ///   modify it in place and return it in the verdict.
@@ -178,8 +183,36 @@ public final class NetfilterQueue {
             if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return 0 }
             throw NetfilterQueueError(operation: .receive, errno: Errno(rawValue: e))
         }
-        return try dispatch(bytes: Int(n), body)
+        var total = try dispatch(bytes: Int(n), body, flushing: false)
+        let fd = mnl_socket_get_fd(socket)
+        for _ in 1..<Self.maximumDrain {
+            var from = sockaddr_nl()
+            var fromLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
+            let m = withUnsafeMutablePointer(to: &from) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(
+                        fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT), $0,
+                        &fromLength)
+                }
+            }
+            guard m > 0 else {
+                // An overrun is reported once; other errors recur on the next blocking receive.
+                if m < 0, errno == ENOBUFS {
+                    if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+                    throw NetfilterQueueError(operation: .receive, errno: .noBufferSpace)
+                }
+                break  // nothing more waiting
+            }
+            // As mnl_socket_recvfrom: only the kernel may send to this socket.
+            guard from.nl_pid == 0 else { continue }
+            total += try dispatch(bytes: m, body, flushing: false)
+        }
+        if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+        return total
     }
+
+    /// The most datagrams read per ``receive(_:)`` before the verdicts are sent.
+    public static let maximumDrain = 64
 
     private final class Context {
         var body: (inout QueuedPacket) -> Verdict
@@ -191,8 +224,10 @@ public final class NetfilterQueue {
         }
     }
 
-    private func dispatch(bytes: Int, _ body: (inout QueuedPacket) -> Verdict) throws(NetfilterQueueError)
-        -> Int
+    /// Decides the packets of one datagram and appends their verdicts; sends
+    /// them now when `flushing` or when there is an error to report.
+    private func dispatch(bytes: Int, _ body: (inout QueuedPacket) -> Verdict, flushing: Bool = true)
+        throws(NetfilterQueueError) -> Int
     {
         var ackError: Int32 = 0
         let count = withoutActuallyEscaping(body) { escapable in
@@ -212,7 +247,8 @@ public final class NetfilterQueue {
             if ctx.sendError != 0 { ackError = ctx.sendError }
             return n
         }
-        let flushed = flush()
+        let failed = count < 0 || ackError != 0
+        let flushed = flushing || failed ? flush() : nil
         if count < 0 { throw NetfilterQueueError(operation: .receive, errno: .badMessage) }
         if let flushed { throw NetfilterQueueError(operation: .verdict, errno: flushed) }
         if ackError != 0 { throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: ackError)) }

@@ -41,16 +41,21 @@ public final class DaemonMetrics: Sendable {
     }
 
     /// Adds a thread's counts and zeroes them.
+    ///
+    /// Runs once per received datagram, so it allocates nothing: it zeroes
+    /// the touched cells in place instead of building new arrays.
     public func flush(_ counts: inout PacketCounts) {
-        var totals = [Int](repeating: 0, count: PacketOutcome.allCases.count)
-        for (i, n) in counts.byTreatment.enumerated() where n != 0 {
+        let outcomes = PacketOutcome.caseCount
+        for i in counts.byTreatment.indices {
+            let n = counts.byTreatment[i]
+            guard n != 0 else { continue }
             packets[i].increment(by: Int64(n))
-            totals[i % PacketOutcome.allCases.count] += n
+            results[i % outcomes].increment(by: Int64(n))
+            counts.byTreatment[i] = 0
         }
-        for (i, n) in totals.enumerated() where n != 0 { results[i].increment(by: Int64(n)) }
         if counts.checksumCompletions != 0 {
             checksumCompletions.increment(by: Int64(counts.checksumCompletions))
+            counts.checksumCompletions = 0
         }
-        counts = PacketCounts()
     }
 }

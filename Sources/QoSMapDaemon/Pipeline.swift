@@ -21,6 +21,9 @@ public enum PacketOutcome: Int, CaseIterable, Sendable {
     /// Its partial L4 checksum could not be completed: accepted unmarked.
     case checksumFailed
 
+    /// The number of outcomes, without building `allCases` on the per-packet path.
+    public static let caseCount = allCases.count
+
     /// The metric label value.
     public var label: String {
         switch self {
@@ -48,7 +51,7 @@ public struct PacketCounts: Sendable {
     /// Adds one packet.
     @inlinable
     public mutating func count(_ t: Treatment, _ outcome: PacketOutcome) {
-        byTreatment[t.cellIndex &* PacketOutcome.allCases.count &+ outcome.rawValue] &+= 1
+        byTreatment[t.cellIndex &* PacketOutcome.caseCount &+ outcome.rawValue] &+= 1
     }
 
     /// The count for a cell and outcome.
