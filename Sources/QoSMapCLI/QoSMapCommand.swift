@@ -8,7 +8,8 @@ public struct QoSMapCommand: ParsableCommand {
     /// The command's name, abstract and subcommands.
     public static let configuration = CommandConfiguration(
         commandName: "qosmap",
-        abstract: "Query, show and validate QoS priority-mapping tables (DSCP, IP precedence, 802.1p, MPLS EXP).",
+        abstract:
+            "Query, show and validate QoS priority-mapping tables (DSCP, IP precedence, 802.1p, MPLS EXP).",
         discussion: """
             A DS domain maps each received marking to a service class (BE, AF1-AF4, EF, CS6, CS7) and a \
             color (green, yellow, red), and maps class and color back to markings on egress. Built-in \

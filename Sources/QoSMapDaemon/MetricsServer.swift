@@ -28,7 +28,8 @@ public struct MetricsServer: Service {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian  // loopback only: counters are not for the network
+        // Loopback only: the counters are not for the network.
+        addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
