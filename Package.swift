@@ -23,12 +23,17 @@ let package = Package(
     targets: [
         // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
         .target(name: "QoSMapCore"),
-        // Layer 1: table loading (Yams) and the built-in tables compiled in from Tables/.
+        // Layer 1: the table file format and its loader (Yams).
+        .target(
+            name: "QoSMapTableFormat",
+            dependencies: ["QoSMapCore", .product(name: "Yams", package: "Yams")]),
+        // Layer 1: the built-in tables, compiled in from Tables/ at build time by
+        // running the loader above (re-exports it).
         .target(
             name: "QoSMapTables",
-            dependencies: ["QoSMapCore", .product(name: "Yams", package: "Yams")],
+            dependencies: ["QoSMapCore", "QoSMapTableFormat"],
             plugins: ["EmbedTables"]),
-        .executableTarget(name: "qosmap-embed-tables"),
+        .executableTarget(name: "qosmap-embed-tables", dependencies: ["QoSMapCore", "QoSMapTableFormat"]),
         .plugin(name: "EmbedTables", capability: .buildTool(), dependencies: ["qosmap-embed-tables"]),
 
         // Layer 2: pure-Swift packet parser and in-place remarker.
@@ -36,7 +41,7 @@ let package = Package(
 
         // Layer 3: C system libraries and the shim for macros Swift cannot import.
         .systemLibrary(
-            name: "CPcap", pkgConfig: "libpcap", providers: [.apt(["libpcap-dev"])]),
+            name: "CPcap", providers: [.apt(["libpcap-dev"])]),
         .systemLibrary(
             name: "CNetfilterQueue", pkgConfig: "libnetfilter_queue",
             providers: [.apt(["libnetfilter-queue-dev"])]),

@@ -6,6 +6,7 @@ extension QoSMapCommand {
     /// `qosmap export nft`: nftables rules that set DSCP from qosmapd's mark.
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract:
                 "Print nftables rules that set DSCP from the skb mark written by qosmapd (mark-only mode).",
             discussion: """

@@ -6,6 +6,7 @@ extension QoSMapCommand {
     /// `qosmap lookup <field> <value>` and `qosmap lookup class <class>`.
     struct Lookup: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "lookup",
             abstract:
                 "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
             discussion: """

@@ -6,13 +6,15 @@ extension QoSMapCommand {
     /// `qosmap profile list|show`: the standards profiles (RFC 4594, 3GPP QCI, ...).
     struct Profile: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "profile",
             abstract:
                 "List and show standards profiles (RFC 4594, RFC 5127, 3GPP QCI/5QI, IEEE 802.1, MEF, Y.1541).",
             subcommands: [List.self, Show.self])
 
         /// `qosmap profile list`.
         struct List: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the standards profiles.")
+            static let configuration = CommandConfiguration(
+                commandName: "list", abstract: "List the standards profiles.")
 
             @OptionGroup var tableOptions: TableOptions
             @OptionGroup var output: OutputOptions
@@ -42,7 +44,8 @@ extension QoSMapCommand {
 
         /// `qosmap profile show NAME`.
         struct Show: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Show a standards profile's rows.")
+            static let configuration = CommandConfiguration(
+                commandName: "show", abstract: "Show a standards profile's rows.")
 
             @Argument(help: "The profile's name (see 'qosmap profile list').")
             var name: String

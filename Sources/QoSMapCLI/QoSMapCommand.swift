@@ -25,7 +25,7 @@ public struct QoSMapCommand: ParsableCommand {
     public init() {}
 
     /// Parses the arguments, runs the command and exits: 0 on success, 64 for
-    /// a usage error, 65 for bad data. Errors are one line each on stderr.
+    /// a usage error, 65 for bad data, 69 when a needed library is missing. Errors are one line each on stderr.
     public static func run(arguments: [String]? = nil) -> Never {
         do {
             var command = try parseAsRoot(arguments)
@@ -37,6 +37,9 @@ public struct QoSMapCommand: ParsableCommand {
         } catch let error as DataError {
             printError(error.description)
             Foundation.exit(ExitStatus.dataError)
+        } catch let error as UnavailableError {
+            printError("qosmap: error: \(error.description)")
+            Foundation.exit(ExitStatus.unavailable)
         } catch {
             let code = exitCode(for: error)
             if code == .success {

@@ -9,6 +9,7 @@ extension QoSMapCommand {
     /// `qosmap remark --in IN --out OUT`: rewrite the markings of a capture file.
     struct Remark: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "remark",
             abstract: "Rewrite the DSCP, 802.1p and MPLS EXP markings of a capture file through a DS domain.",
             discussion: """
                 Each packet's trusted field is mapped to a service class and color by --domain, then to \
@@ -143,6 +144,8 @@ extension QoSMapCommand {
                     throw DataError("\(error.path): cannot read capture: \(error.message)")
                 case .write:
                     throw DataError("\(outputPath): cannot write capture: \(error.message)")
+                case .library:
+                    throw UnavailableError(error.message)
                 }
             }
             return summary

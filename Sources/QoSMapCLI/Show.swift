@@ -7,6 +7,7 @@ extension QoSMapCommand {
     /// `qosmap show <domain>`: a domain's tables laid out like the reference's.
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a domain's inbound and outbound tables.")
 
         enum Direction: String, ExpressibleByArgument, CaseIterable {
@@ -131,7 +132,8 @@ struct ShowJSON: Encodable {
 extension QoSMapCommand {
     /// `qosmap domains`: every domain with its origin and editability.
     struct Domains: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the DS domains.")
+        static let configuration = CommandConfiguration(
+            commandName: "domains", abstract: "List the DS domains.")
 
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
@@ -168,6 +170,7 @@ extension QoSMapCommand {
     /// `file:line:column: message`.
     struct Validate: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "validate",
             abstract:
                 "Check table files; print every problem as file:line:column: message (exit 65 on errors).")
 

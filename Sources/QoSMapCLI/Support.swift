@@ -21,10 +21,21 @@ public struct UsageError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+/// A library or service the command needs is missing (libpcap for `remark`):
+/// one line, exit 69 (EX_UNAVAILABLE).
+public struct UnavailableError: Error, CustomStringConvertible {
+    /// The line naming what is missing and how to get it.
+    public var description: String
+
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
 /// Exit statuses from sysexits.h.
 enum ExitStatus {
     static let usage: Int32 = 64
     static let dataError: Int32 = 65
+    static let unavailable: Int32 = 69
 }
 
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.

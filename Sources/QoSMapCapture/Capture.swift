@@ -20,7 +20,9 @@ public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConver
 
     /// libpcap's name for the type (`pcap_datalink_val_to_name`), or the number.
     public var description: String {
-        if let name = pcap_datalink_val_to_name(rawValue) { return String(cString: name) }
+        if let lib = try? LibPcap.shared.get(), let name = lib.datalinkName(rawValue) {
+            return String(cString: name)
+        }
         return "\(rawValue)"
     }
 }
@@ -37,6 +39,8 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
         case write
         /// A record does not fit the caller's buffer.
         case recordTooLarge
+        /// Loading libpcap itself (`dlopen`): it is loaded on first use.
+        case library
     }
 
     /// What was being done.
@@ -79,31 +83,34 @@ public struct CaptureRecord: Sendable, Equatable {
 
 /// Reads a pcap or pcapng file through libpcap (`pcap_open_offline`).
 public final class CaptureReader {
+    private let lib: LibPcap
     private let handle: OpaquePointer
     /// The file read.
     public let path: String
 
     /// Opens a capture file (`pcap_open_offline`).
     public init(path: String) throws(CaptureError) {
+        let lib = try LibPcap.get(for: path)
         var errbuf = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE))
-        guard let h = pcap_open_offline(path, &errbuf) else {
+        guard let h = lib.openOffline(path, &errbuf) else {
             let bytes = errbuf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
             var message = String(decoding: bytes, as: UTF8.self)
             // libpcap starts some messages with the path, which the error already names.
             if message.hasPrefix(path + ": ") { message.removeFirst(path.count + 2) }
             throw CaptureError(.open, path: path, message: message)
         }
+        self.lib = lib
         self.handle = h
         self.path = path
     }
 
-    deinit { pcap_close(handle) }
+    deinit { lib.close(handle) }
 
     /// The link-layer header type (`pcap_datalink`).
-    public var linkType: LinkType { LinkType(rawValue: pcap_datalink(handle)) }
+    public var linkType: LinkType { LinkType(rawValue: lib.datalink(handle)) }
 
     /// The snapshot length (`pcap_snapshot`).
-    public var snapshotLength: Int { Int(pcap_snapshot(handle)) }
+    public var snapshotLength: Int { Int(lib.snapshot(handle)) }
 
     /// Reads the next record into `buffer` (`pcap_next_ex`); nil at the end of the file.
     ///
@@ -111,7 +118,7 @@ public final class CaptureReader {
     public func next(into buffer: UnsafeMutableRawBufferPointer) throws(CaptureError) -> CaptureRecord? {
         var header: UnsafeMutablePointer<pcap_pkthdr>?
         var data: UnsafePointer<UInt8>?
-        switch pcap_next_ex(handle, &header, &data) {
+        switch lib.nextEx(handle, &header, &data) {
         case 1:
             guard let header, let data else {
                 throw CaptureError(.read, path: path, message: "no packet data")
@@ -128,13 +135,15 @@ public final class CaptureReader {
         case PCAP_ERROR_BREAK:  // -2 from a savefile: the end of the file
             return nil
         default:
-            throw CaptureError(.read, path: path, message: String(cString: pcap_geterr(handle)))
+            throw CaptureError(
+                .read, path: path, message: lib.geterr(handle).map { String(cString: $0) } ?? "read error")
         }
     }
 }
 
 /// Writes a pcap file through libpcap (`pcap_open_dead`, `pcap_dump_open`, `pcap_dump`).
 public final class CaptureWriter {
+    private let lib: LibPcap
     private let dead: OpaquePointer
     private let dumper: OpaquePointer
     private var closed = false
@@ -144,22 +153,24 @@ public final class CaptureWriter {
     /// Creates (truncates) a pcap file with the link type and snapshot length
     /// (`pcap_open_dead`, `pcap_dump_open`).
     public init(path: String, linkType: LinkType, snapshotLength: Int) throws(CaptureError) {
-        guard let d = pcap_open_dead(linkType.rawValue, Int32(clamping: snapshotLength)) else {
+        let lib = try LibPcap.get(for: path)
+        guard let d = lib.openDead(linkType.rawValue, Int32(clamping: snapshotLength)) else {
             throw CaptureError(.write, path: path, message: "cannot create a pcap handle")
         }
-        guard let dumper = pcap_dump_open(d, path) else {
-            let message = String(cString: pcap_geterr(d))
-            pcap_close(d)
+        guard let dumper = lib.dumpOpen(d, path) else {
+            let message = lib.geterr(d).map { String(cString: $0) } ?? "cannot create the file"
+            lib.close(d)
             throw CaptureError(.write, path: path, message: message)
         }
+        self.lib = lib
         self.dead = d
         self.dumper = dumper
         self.path = path
     }
 
     deinit {
-        if !closed { pcap_dump_close(dumper) }
-        pcap_close(dead)
+        if !closed { lib.dumpClose(dumper) }
+        lib.close(dead)
     }
 
     /// Appends a record (`pcap_dump`); its captured length is `bytes.count`.
@@ -171,7 +182,7 @@ public final class CaptureWriter {
         header.len = UInt32(truncatingIfNeeded: record.originalLength)
         // libpcap's design: pcap_dump takes the dumper disguised as u_char *.
         let user = UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self)
-        pcap_dump(user, &header, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        lib.dump(user, &header, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
     }
 
     /// Flushes and closes the file (`pcap_dump_flush`, `pcap_dump_close`); throws
@@ -179,9 +190,9 @@ public final class CaptureWriter {
     public func close() throws(CaptureError) {
         guard !closed else { return }
         closed = true
-        let flushed = pcap_dump_flush(dumper)
-        let failed = flushed != 0 || pcap_dump_file(dumper).map { ferror($0) != 0 } ?? false
-        pcap_dump_close(dumper)
+        let flushed = lib.dumpFlush(dumper)
+        let failed = flushed != 0 || lib.dumpFile(dumper).map { ferror($0) != 0 } ?? false
+        lib.dumpClose(dumper)
         if failed { throw CaptureError(.write, path: path, message: "write failed") }
     }
 }

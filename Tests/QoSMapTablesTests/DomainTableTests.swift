@@ -198,8 +198,15 @@ struct DomainTableTests {
         let fromDisk = try TableLoader.load(
             sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }
         ).get()
-        for d in builtIn.domains {
-            #expect(fromDisk.domains[d.name]?.hasSameMaps(as: d) == true)
+        // The domains are compiled to Swift arrays at build time: they must be
+        // exactly what the loader makes of the files today.
+        #expect(fromDisk.domains.names == EmbeddedTables.domains.map(\.name))
+        #expect(fromDisk.domains.names == ["default", "5p3d"])
+        for d in EmbeddedTables.domains {
+            let file = try #require(fromDisk.domains[d.name])
+            #expect(file == d, "compiled-in domain '\(d.name)' differs from Tables/")
+            #expect(file.hasSameMaps(as: d))
+            #expect(builtIn[d.name] == d)
         }
     }
 }

@@ -35,31 +35,13 @@ public struct TableSet: Sendable {
 /// Loads domain and profile files: parses them with positions, resolves `import`, applies
 /// overrides to editable domains and checks that every map is total.
 public enum TableLoader {
-    /// The built-in domains and profiles, parsed once, on first use, from the
-    /// files compiled in from `Tables/`.
-    public static let builtIn: TableSet = loadEmbedded { _ in true }
-
-    /// The built-in domains only. Lookups that need no profile start from this
-    /// set, so they do not pay for parsing every profile file at start-up.
-    public static let builtInDomains: TableSet = loadEmbedded { $0.hasPrefix("domains/") }
-
-    static func loadEmbedded(_ include: (String) -> Bool) -> TableSet {
-        let sources = EmbeddedTables.files.filter { include($0.path) }
-            .map { TableSource(path: "Tables/" + $0.path, text: $0.text) }
-        switch load(sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }) {
-        case .success(let set): return set
-        case .failure(let error):
-            // Only a broken build gets here; the test suite loads these files.
-            fatalError("built-in tables do not load:\n\(error)")
-        }
-    }
-
-    /// Loads user files on top of a base set (normally ``builtIn``).
+    /// Loads files on top of a base set (normally `TableLoader.builtIn` from
+    /// QoSMapTables, which also offers an overload that defaults to it).
     ///
     /// All files are checked and every problem is reported; nothing from a
     /// failing batch is applied.
     public static func load(
-        _ sources: [TableSource], onto base: TableSet = builtIn,
+        _ sources: [TableSource], onto base: TableSet,
         origin: (String) -> DomainOrigin = { .file($0) }
     ) -> Result<TableSet, TableLoadError> {
         var diagnostics: [TableDiagnostic] = []

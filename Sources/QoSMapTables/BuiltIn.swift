@@ -1,0 +1,52 @@
+@_exported import QoSMapCore
+@_exported import QoSMapTableFormat
+
+extension TableLoader {
+    /// The built-in domains, compiled at build time from `Tables/domains/`.
+    ///
+    /// The build plugin runs the same loader over the files and writes the
+    /// resulting cells as Swift arrays, so no YAML is parsed at start-up.
+    public static let builtInDomains = TableSet(domains: DomainSet(EmbeddedTables.domains))
+
+    /// The built-in domains and profiles. Profiles are parsed from the embedded
+    /// `Tables/profiles/` files on first use, so commands that need none do not
+    /// pay for them.
+    public static let builtIn: TableSet = {
+        let sources = EmbeddedTables.files.filter { $0.path.hasPrefix("profiles/") }
+            .map { TableSource(path: "Tables/" + $0.path, text: $0.text) }
+        switch load(sources, onto: builtInDomains, origin: { _ in .builtIn }) {
+        case .success(let set): return set
+        case .failure(let error):
+            // Only a broken build gets here: the build plugin and the test
+            // suite load these same files.
+            fatalError("built-in profiles do not load:\n\(error)")
+        }
+    }()
+
+    /// Loads user files on top of ``builtIn``.
+    ///
+    /// All files are checked and every problem is reported; nothing from a
+    /// failing batch is applied.
+    public static func load(
+        _ sources: [TableSource], origin: (String) -> DomainOrigin = { .file($0) }
+    ) -> Result<TableSet, TableLoadError> {
+        load(sources, onto: builtIn, origin: origin)
+    }
+}
+
+extension EmbeddedTables {
+    /// Builds one compiled-in domain. The cells come from the loader at build
+    /// time, so they are total; a failure here is a bug in the generator.
+    static func domain(
+        name: String, summary: String, isEditable: Bool, dropEligibility: DropEligibility,
+        inbound: [Field: [Treatment]], outbound: [Field: [UInt8]]
+    ) -> DSDomain {
+        do {
+            return try DSDomain(
+                name: name, summary: summary, origin: .builtIn, isEditable: isEditable,
+                dropEligibility: dropEligibility, inbound: inbound, outbound: outbound)
+        } catch {
+            fatalError("compiled-in domain '\(name)' is not total: \(error)")
+        }
+    }
+}
