@@ -15,6 +15,9 @@ public struct QoSMapCommand: ParsableCommand {
             color (green, yellow, red), and maps class and color back to markings on egress. Built-in \
             domains: default (editable) and 5p3d (fixed). User domains load from /etc/qosmap/domains.d/ \
             and --tables DIR.
+
+            Exit status: 0 success; 64 a bad command-line token; 65 bad data (table files, \
+            captures); 69 libpcap could not be loaded (remark).
             """,
         version: "0.1.0",
         subcommands: [
