@@ -1,4 +1,3 @@
-#define _GNU_SOURCE 1
 #include "CQoSMapShim.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -110,12 +109,4 @@ int cqosmap_netlink_tune(int fd, int rcvbuf, int no_enobufs) {
             return -errno;
     }
     return 0;
-}
-
-_Static_assert(sizeof(struct cqosmap_mmsghdr) == sizeof(struct mmsghdr), "mmsghdr layout");
-_Static_assert(__builtin_offsetof(struct cqosmap_mmsghdr, msg_len) == __builtin_offsetof(struct mmsghdr, msg_len),
-               "mmsghdr layout");
-
-int cqosmap_recvmmsg_waitforone(int fd, struct cqosmap_mmsghdr *vec, unsigned int vlen) {
-    return recvmmsg(fd, (struct mmsghdr *)vec, vlen, MSG_WAITFORONE, NULL);
 }

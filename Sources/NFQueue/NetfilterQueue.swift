@@ -15,9 +15,9 @@ import CQoSMapShim
 /// `mnl_socket_sendto` and libnetfilter_queue's `nfq_nlmsg_*` message builders
 /// (the "new API" of libnetfilter_queue's `examples/nf-queue.c`).
 ///
-/// A queue is used from one thread. One ``receive(_:)`` reads every datagram
-/// already waiting (up to ``maximumDrain``) with one `recvmmsg`, and the
-/// verdicts for all of them are sent together in one `sendto`.
+/// A queue is used from one thread. Verdicts for the packets read in one
+/// ``receive(_:)`` (the blocking read plus those already waiting) are collected
+/// and sent together in one `sendto`.
 public final class NetfilterQueue {
     /// The configuration the queue was opened with.
     public let configuration: Configuration
@@ -25,12 +25,6 @@ public final class NetfilterQueue {
     private let socket: OpaquePointer
     private var portID: UInt32 = 0
     private var receiveBuffer: UnsafeMutableRawBufferPointer
-    /// Bytes per datagram slot of `receiveBuffer`: the copy range plus room
-    /// for the netlink headers and attributes.
-    private let slotSize: Int
-    private let headers: UnsafeMutableBufferPointer<cqosmap_mmsghdr>
-    private let vectors: UnsafeMutableBufferPointer<iovec>
-    private let senders: UnsafeMutableBufferPointer<sockaddr_nl>
     private var sendBuffer: UnsafeMutableRawBufferPointer
     private var sendLength = 0
     private var sequence: UInt32 = 1
@@ -52,28 +46,11 @@ public final class NetfilterQueue {
             throw NetfilterQueueError(operation: .open, errno: Errno(rawValue: errno))
         }
         socket = nl
-        // A slot holds one datagram: one queued packet, cut to the copy range,
-        // with its metadata attributes. Never less than libmnl's recommended size.
-        let copied: Int =
-            switch configuration.copyMode {
-            case .none, .metadata: 0
-            case .packet(let range): Int(min(range, 0xFFFF))
-            }
-        slotSize = max(Int(cqosmap_mnl_socket_buffer_size()), copied + 4096)
-        receiveBuffer = .allocate(byteCount: slotSize * Self.maximumDrain, alignment: 16)
-        headers = .allocate(capacity: Self.maximumDrain)
-        vectors = .allocate(capacity: Self.maximumDrain)
-        senders = .allocate(capacity: Self.maximumDrain)
-        for i in 0..<Self.maximumDrain {
-            vectors[i] = iovec(iov_base: receiveBuffer.baseAddress! + i * slotSize, iov_len: slotSize)
-            senders[i] = sockaddr_nl()
-            headers[i] = cqosmap_mmsghdr()
-            headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(senders.baseAddress! + i)
-            headers[i].msg_hdr.msg_iov = vectors.baseAddress! + i
-            headers[i].msg_hdr.msg_iovlen = 1
-        }
-        // Verdicts: room for a full 64 KiB payload and more small ones per sendto.
-        sendBuffer = .allocate(byteCount: max(Int(cqosmap_mnl_socket_buffer_size()), 0xFFFF + 4096) * 4, alignment: 16)
+        // Room for one full 64 KiB (GSO) packet plus netlink headers, and more
+        // small packets per recvfrom.
+        let size = max(Int(cqosmap_mnl_socket_buffer_size()), 0xFFFF + 4096) * 4
+        receiveBuffer = .allocate(byteCount: size, alignment: 16)
+        sendBuffer = .allocate(byteCount: size, alignment: 16)
         do throws(NetfilterQueueError) {
             guard mnl_socket_bind(nl, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
                 throw NetfilterQueueError(operation: .bind, errno: Errno(rawValue: errno))
@@ -116,9 +93,6 @@ public final class NetfilterQueue {
         mnl_socket_close(socket)
         receiveBuffer.deallocate()
         sendBuffer.deallocate()
-        headers.deallocate()
-        vectors.deallocate()
-        senders.deallocate()
         receiveBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
         sendBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     }
@@ -160,7 +134,7 @@ public final class NetfilterQueue {
         }
         let want = sequence
         for _ in 0..<64 {
-            let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, slotSize)
+            let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
             if n < 0 {
                 if errno == EINTR || errno == ENOBUFS { continue }
                 throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
@@ -180,7 +154,7 @@ public final class NetfilterQueue {
             }
             if acked { return }
             // Not our ACK: packets queued meanwhile; let them pass.
-            _ = try? dispatch(receiveBuffer.baseAddress!, bytes: Int(n)) { _ in .accept }
+            _ = try? dispatch(bytes: Int(n)) { _ in .accept }
         }
         throw NetfilterQueueError(operation: operation, errno: .timedOut)
     }
@@ -188,13 +162,12 @@ public final class NetfilterQueue {
     /// Receives the queued packets, calls `body` for each and sends every
     /// verdict back in one batch of messages.
     ///
-    /// Netlink returns one queued packet per datagram, so one `recvmmsg`
-    /// (`MSG_WAITFORONE`: it blocks for the first datagram only) reads every
-    /// datagram already waiting, up to ``maximumDrain``, and their verdicts
-    /// share one `sendto`. Two system calls per batch instead of two per packet.
+    /// Netlink returns one queued packet per datagram, so after the blocking
+    /// receive the datagrams already waiting (up to ``maximumDrain``) are read
+    /// without blocking and their verdicts share the same `sendto`.
     ///
-    /// Wraps `recvmmsg` (`MSG_WAITFORONE`), `nfq_nlmsg_parse`, `nfq_nlmsg_verdict_put`,
-    /// `nfq_nlmsg_verdict_put_mark`, `NFQA_PRIORITY`,
+    /// Wraps `mnl_socket_recvfrom`, `recvfrom(MSG_DONTWAIT)`, `nfq_nlmsg_parse`,
+    /// `nfq_nlmsg_verdict_put`, `nfq_nlmsg_verdict_put_mark`, `NFQA_PRIORITY`,
     /// `nfq_nlmsg_verdict_put_pkt` and `mnl_socket_sendto`.
     /// - Parameter body: decides one packet. The packet's payload points into
     ///   the receive buffer and is valid only during the call; the body may
@@ -204,27 +177,35 @@ public final class NetfilterQueue {
     ///   means the kernel dropped messages and the queue remains usable.
     @discardableResult
     public func receive(_ body: (inout QueuedPacket) -> Verdict) throws(NetfilterQueueError) -> Int {
-        for i in 0..<Self.maximumDrain {
-            // The kernel overwrites these on each call.
-            headers[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_nl>.size)
-            headers[i].msg_hdr.msg_flags = 0
-            headers[i].msg_len = 0
-        }
-        let n = cqosmap_recvmmsg_waitforone(
-            mnl_socket_get_fd(socket), headers.baseAddress, UInt32(Self.maximumDrain))
+        let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
         if n < 0 {
             let e = errno
             if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return 0 }
-            // An overrun is reported once, and the queue goes on.
-            if e == ENOBUFS { throw NetfilterQueueError(operation: .receive, errno: .noBufferSpace) }
             throw NetfilterQueueError(operation: .receive, errno: Errno(rawValue: e))
         }
-        var total = 0
-        for i in 0..<Int(n) {
+        var total = try dispatch(bytes: Int(n), body, flushing: false)
+        let fd = mnl_socket_get_fd(socket)
+        for _ in 1..<Self.maximumDrain {
+            var from = sockaddr_nl()
+            var fromLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
+            let m = withUnsafeMutablePointer(to: &from) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(
+                        fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT), $0,
+                        &fromLength)
+                }
+            }
+            guard m > 0 else {
+                // An overrun is reported once; other errors recur on the next blocking receive.
+                if m < 0, errno == ENOBUFS {
+                    if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+                    throw NetfilterQueueError(operation: .receive, errno: .noBufferSpace)
+                }
+                break  // nothing more waiting
+            }
             // As mnl_socket_recvfrom: only the kernel may send to this socket.
-            guard senders[i].nl_pid == 0 else { continue }
-            total += try dispatch(
-                receiveBuffer.baseAddress! + i * slotSize, bytes: Int(headers[i].msg_len), body, flushing: false)
+            guard from.nl_pid == 0 else { continue }
+            total += try dispatch(bytes: m, body, flushing: false)
         }
         if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
         return total
@@ -245,16 +226,15 @@ public final class NetfilterQueue {
 
     /// Decides the packets of one datagram and appends their verdicts; sends
     /// them now when `flushing` or when there is an error to report.
-    private func dispatch(
-        _ base: UnsafeMutableRawPointer, bytes: Int, _ body: (inout QueuedPacket) -> Verdict,
-        flushing: Bool = true
-    ) throws(NetfilterQueueError) -> Int {
+    private func dispatch(bytes: Int, _ body: (inout QueuedPacket) -> Verdict, flushing: Bool = true)
+        throws(NetfilterQueueError) -> Int
+    {
         var ackError: Int32 = 0
         let count = withoutActuallyEscaping(body) { escapable in
             let ctx = Context(body: escapable, queue: self)
             let n = withExtendedLifetime(ctx) {
                 cqosmap_nfq_walk(
-                    base, bytes, Unmanaged.passUnretained(ctx).toOpaque(),
+                    receiveBuffer.baseAddress, bytes, Unmanaged.passUnretained(ctx).toOpaque(),
                     { raw, cpkt in
                         let ctx = Unmanaged<Context>.fromOpaque(raw!).takeUnretainedValue()
                         var packet = QueuedPacket(cpkt!.pointee)

@@ -2,7 +2,6 @@
 #define CQOSMAP_SHIM_H
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 /// MNL_SOCKET_BUFFER_SIZE, a macro Swift cannot import.
 size_t cqosmap_mnl_socket_buffer_size(void);
@@ -63,17 +62,5 @@ size_t cqosmap_nfq_verdict(char *buf, uint16_t queue, uint32_t id, uint32_t verd
 /// Sets NETLINK_NO_ENOBUFS and SO_RCVBUFFORCE (falling back to SO_RCVBUF),
 /// socket options libmnl leaves to the caller. Returns 0 or -errno.
 int cqosmap_netlink_tune(int fd, int rcvbuf, int no_enobufs);
-
-/// `struct mmsghdr`, which glibc declares only under _GNU_SOURCE (so Swift's
-/// Glibc module lacks it). Same layout.
-struct cqosmap_mmsghdr {
-    struct msghdr msg_hdr;
-    unsigned int msg_len;
-};
-
-/// `recvmmsg(fd, vec, vlen, MSG_WAITFORONE, NULL)`: blocks (up to SO_RCVTIMEO)
-/// for the first datagram only, then takes what is waiting. Returns the count
-/// or -1 with errno set.
-int cqosmap_recvmmsg_waitforone(int fd, struct cqosmap_mmsghdr *vec, unsigned int vlen);
 
 #endif
