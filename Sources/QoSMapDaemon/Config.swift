@@ -32,6 +32,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var gso = true
     /// The netlink socket receive buffer (`SO_RCVBUFFORCE`).
     public var receiveBuffer = 8 << 20
+    /// `NETLINK_NO_ENOBUFS`: true (the default) keeps the kernel from reporting
+    /// receive overruns; false has them reported as ENOBUFS, which the daemon
+    /// counts (`qosmapd_enobufs_total`) and goes on.
+    public var noENOBUFS = true
     /// Directories of user domain files.
     public var tables: [String] = []
     /// The default trust mode.
@@ -67,6 +71,7 @@ public struct DaemonConfig: Sendable, Equatable {
           fail-open: true        # accept instead of drop when the queue is full
           gso: true              # unsegmented GSO packets; partial L4 checksums are completed
           receive-buffer: 8388608
+          no-enobufs: true       # false: receive overruns are reported (ENOBUFS), counted, and survived
         tables: []               # directories of user domain files (*.yaml), as qosmap --tables
         trust: dscp              # default trust: none, dscp, ip-precedence
         domain: default          # default inbound and outbound domain
@@ -205,7 +210,7 @@ struct ConfigParser {
                 config.queues = qs
             case "queue":
                 for (_, v, k) in mapping(
-                    value, "queue", allowed: ["max-length", "fail-open", "gso", "receive-buffer"])
+                    value, "queue", allowed: ["max-length", "fail-open", "gso", "receive-buffer", "no-enobufs"])
                     ?? []
                 {
                     switch k {
@@ -213,6 +218,7 @@ struct ConfigParser {
                         config.maxLength = integer(v, "max-length", 0...1_048_576).map(UInt32.init) ?? 0
                     case "fail-open": config.failOpen = bool(v, "fail-open flag") ?? true
                     case "gso": config.gso = bool(v, "gso flag") ?? true
+                    case "no-enobufs": config.noENOBUFS = bool(v, "no-enobufs flag") ?? true
                     default: config.receiveBuffer = integer(v, "receive-buffer", 0...1 << 30) ?? 0
                     }
                 }

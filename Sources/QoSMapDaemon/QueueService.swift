@@ -134,7 +134,8 @@ public final class QueueService: Service, Sendable {
             copyMode: .packet(range: config.markOnly ? 128 : 0xFFFF),
             flags: NetfilterQueue.Flags(rawValue: 0)
                 .union(config.failOpen ? .failOpen : []).union(config.gso ? .gso : []),
-            maximumLength: config.maxLength, receiveBufferSize: config.receiveBuffer)
+            maximumLength: config.maxLength, receiveBufferSize: config.receiveBuffer,
+            noENOBUFS: config.noENOBUFS)
         let queue: NetfilterQueue
         do {
             queue = try NetfilterQueue(configuration: configuration)
