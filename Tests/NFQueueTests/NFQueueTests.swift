@@ -27,3 +27,27 @@ import Testing
         #expect(error.errno == .notPermitted)
     }
 }
+
+@Test func verdictForAnUnknownPacketIsReportedAsATypedError() throws {
+    // The kernel answers a verdict for an id it does not hold with an ENOENT
+    // error message; the next receive surfaces it as a verdict error (qosmapd
+    // counts it in qosmapd_verdict_errors_total) and the queue stays usable.
+    let q: NetfilterQueue
+    do {
+        q = try NetfilterQueue(configuration: .init(queueNumber: 4712, receiveTimeoutMilliseconds: 200))
+    } catch {
+        #expect(error.errno == .notPermitted)  // not root: nothing more to check
+        return
+    }
+    defer { q.close() }
+    try q.verdict(Verdict(.accept), for: 0x7FFF_FFF0)
+    var reported: NetfilterQueueError?
+    do {
+        _ = try q.receive { _ in .accept }
+    } catch {
+        reported = error
+    }
+    #expect(reported?.operation == .verdict)
+    #expect(reported?.errno == .noSuchEntry)
+    #expect(try q.receive { _ in .accept } == 0)  // still bound: times out quietly
+}
