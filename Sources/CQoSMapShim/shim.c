@@ -98,10 +98,9 @@ size_t cqosmap_nfq_verdict(char *buf, uint16_t queue, uint32_t id, uint32_t verd
 }
 
 int cqosmap_netlink_tune(int fd, int rcvbuf, int no_enobufs) {
-    if (no_enobufs) {
-        int one = 1;
-        if (setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one)) < 0) return -errno;
-    }
+    // Set either way, so a reconfiguration can turn it off again.
+    int on = no_enobufs ? 1 : 0;
+    if (setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof(on)) < 0) return -errno;
     if (rcvbuf > 0) {
         // SO_RCVBUFFORCE passes rmem_max with CAP_NET_ADMIN; fall back to SO_RCVBUF without it.
         if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0 &&

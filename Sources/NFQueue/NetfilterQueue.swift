@@ -19,8 +19,22 @@ import CQoSMapShim
 /// ``receive(_:)`` (the blocking read plus those already waiting) are collected
 /// and sent together in one `sendto`.
 public final class NetfilterQueue {
-    /// The configuration the queue was opened with.
-    public let configuration: Configuration
+    /// The configuration in force: the one the queue was opened with, or the
+    /// last one ``reconfigure(_:)`` applied.
+    public private(set) var configuration: Configuration
+
+    /// Counts of verdict messages sent, to show how many packets shared one.
+    public struct Statistics: Sendable, Equatable {
+        /// Packets given a verdict (one per packet, batched or not).
+        public var verdicts = 0
+        /// `NFQNL_MSG_VERDICT` and `NFQNL_MSG_VERDICT_BATCH` messages sent.
+        public var messages = 0
+        /// Creates zero counts.
+        public init() {}
+    }
+
+    /// Counts since the queue was opened.
+    public private(set) var statistics = Statistics()
 
     private let socket: OpaquePointer
     private var portID: UInt32 = 0
@@ -29,6 +43,12 @@ public final class NetfilterQueue {
     private var sendLength = 0
     private var sequence: UInt32 = 1
     private var isBound = false
+    /// Where the last verdict message in the send buffer starts, while it is
+    /// one that a following identical verdict may extend into a batch.
+    private var extendable: (offset: Int, length: Int, verdict: Verdict)?
+    /// Set once a packet's verdict was deferred (``Verdict/Decision/none``):
+    /// from then on a batch could sweep it up, so verdicts are never merged.
+    private var deferredSeen = false
 
     /// Bytes reserved per verdict message besides its payload.
     private static let verdictOverhead = 128
@@ -56,20 +76,7 @@ public final class NetfilterQueue {
                 throw NetfilterQueueError(operation: .bind, errno: Errno(rawValue: errno))
             }
             portID = mnl_socket_get_portid(nl)
-            let fd = mnl_socket_get_fd(nl)
-            let tuned = cqosmap_netlink_tune(
-                fd, Int32(clamping: configuration.receiveBufferSize), configuration.noENOBUFS ? 1 : 0)
-            guard tuned == 0 else {
-                throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: -tuned))
-            }
-            // A receive timeout lets the owning thread notice a stop request.
-            var tv = timeval(
-                tv_sec: Int(configuration.receiveTimeoutMilliseconds / 1000),
-                tv_usec: Int(configuration.receiveTimeoutMilliseconds % 1000) * 1000)
-            guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0
-            else {
-                throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: errno))
-            }
+            try tuneSocket()
             try command(UInt8(NFQNL_CFG_CMD_BIND.rawValue), operation: .bindQueue)
             isBound = true
             try configure()
@@ -80,6 +87,51 @@ public final class NetfilterQueue {
     }
 
     deinit { close() }
+
+    /// Applies the socket options of ``configuration``: `NETLINK_NO_ENOBUFS`,
+    /// `SO_RCVBUFFORCE` and the `SO_RCVTIMEO` receive timeout.
+    private func tuneSocket() throws(NetfilterQueueError) {
+        let fd = mnl_socket_get_fd(socket)
+        let tuned = cqosmap_netlink_tune(
+            fd, Int32(clamping: configuration.receiveBufferSize), configuration.noENOBUFS ? 1 : 0)
+        guard tuned == 0 else {
+            throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: -tuned))
+        }
+        // A receive timeout lets the owning thread notice a stop request.
+        var tv = timeval(
+            tv_sec: Int(configuration.receiveTimeoutMilliseconds / 1000),
+            tv_usec: Int(configuration.receiveTimeoutMilliseconds % 1000) * 1000)
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+            throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// Applies a new configuration to the bound queue without unbinding it, so
+    /// no packet is lost: copy mode and range, flags and maxlen
+    /// (`NFQNL_MSG_CONFIG`), then the socket options. Verdicts still pending
+    /// are sent first, and packets that arrive while the kernel's answer is
+    /// awaited are decided by `body` (by default accepted unchanged). The
+    /// queue number cannot change.
+    /// - Throws: ``NetfilterQueueError``; `EINVAL` for another queue number.
+    ///   On error the configuration in force is the old one, except for what
+    ///   the kernel had already accepted.
+    public func reconfigure(
+        _ new: Configuration, handling body: (inout QueuedPacket) -> Verdict = { _ in .accept }
+    ) throws(NetfilterQueueError) {
+        guard new.queueNumber == configuration.queueNumber else {
+            throw NetfilterQueueError(operation: .configureQueue, errno: .invalidArgument)
+        }
+        if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+        let old = configuration
+        configuration = new
+        do throws(NetfilterQueueError) {
+            try configure(handling: body)
+            try tuneSocket()
+        } catch {
+            configuration = old
+            throw error
+        }
+    }
 
     /// Unbinds the queue (`NFQNL_CFG_CMD_UNBIND`) and closes the socket
     /// (`mnl_socket_close`). Packets still queued are then handled by the
@@ -105,7 +157,9 @@ public final class NetfilterQueue {
         try sendAndAwaitAck(len, operation: operation)
     }
 
-    private func configure() throws(NetfilterQueueError) {
+    private func configure(handling body: (inout QueuedPacket) -> Verdict = { _ in .accept })
+        throws(NetfilterQueueError)
+    {
         let (mode, range): (UInt8, UInt32) =
             switch configuration.copyMode {
             case .none: (UInt8(NFQNL_COPY_NONE.rawValue), 0)
@@ -116,7 +170,7 @@ public final class NetfilterQueue {
             sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), configuration.queueNumber, 0, mode,
             range,
             configuration.flags.rawValue, Flags.all.rawValue, configuration.maximumLength, nextSequence(), 1)
-        try sendAndAwaitAck(len, operation: .configureQueue)
+        try sendAndAwaitAck(len, operation: .configureQueue, handling: body)
     }
 
     private func nextSequence() -> UInt32 {
@@ -125,10 +179,11 @@ public final class NetfilterQueue {
     }
 
     /// Sends a config message and reads until its ACK; packets that arrive in
-    /// between are accepted so none is left without a verdict.
-    private func sendAndAwaitAck(_ len: Int, operation: NetfilterQueueError.Operation)
-        throws(NetfilterQueueError)
-    {
+    /// between are decided by `body` so none is left without a verdict.
+    private func sendAndAwaitAck(
+        _ len: Int, operation: NetfilterQueueError.Operation,
+        handling body: (inout QueuedPacket) -> Verdict = { _ in .accept }
+    ) throws(NetfilterQueueError) {
         guard mnl_socket_sendto(socket, sendBuffer.baseAddress, len) >= 0 else {
             throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
         }
@@ -153,8 +208,8 @@ public final class NetfilterQueue {
                 nlh = mnl_nlmsg_next(nlh, &remaining)
             }
             if acked { return }
-            // Not our ACK: packets queued meanwhile; let them pass.
-            _ = try? dispatch(bytes: Int(n)) { _ in .accept }
+            // Not our ACK: packets queued meanwhile.
+            _ = try? dispatch(bytes: Int(n), body)
         }
         throw NetfilterQueueError(operation: operation, errno: .timedOut)
     }
@@ -276,26 +331,58 @@ public final class NetfilterQueue {
     }
 
     /// Appends a verdict message; flushes first when the buffer is full.
+    ///
+    /// With ``Configuration/batchVerdicts``, a verdict without payload that
+    /// repeats the previous message's decision, mark and priority rewrites that
+    /// message in place into one `NFQNL_MSG_VERDICT_BATCH` up to this id. That
+    /// covers exactly the packets since the previous message: the kernel keeps
+    /// a packet only once its message reached this socket, messages arrive in
+    /// id order, and every earlier one already has its verdict in this buffer
+    /// or an earlier `sendto` (unless one was deferred, which turns this off).
     private func append(_ verdict: Verdict, id: UInt32, batch: Bool) -> Int32? {
-        if verdict.decision == .none { return nil }
+        if verdict.decision == .none {
+            deferredSeen = true
+            return nil
+        }
+        statistics.verdicts &+= 1
+        if !batch, configuration.batchVerdicts, !deferredSeen, verdict.payload == nil,
+            let last = extendable, last.verdict.decision == verdict.decision,
+            last.verdict.mark == verdict.mark,
+            last.verdict.priority == verdict.priority
+        {
+            let at = (sendBuffer.baseAddress! + last.offset).assumingMemoryBound(to: CChar.self)
+            let len = encode(verdict, id: id, batch: true, at: at)
+            // Same attributes, so the same length; anything else would corrupt the buffer.
+            precondition(len == last.length, "batch verdict length differs from the verdict it replaces")
+            return nil
+        }
         let payloadLength = verdict.payload?.count ?? 0
         let need = payloadLength + Self.verdictOverhead
         if sendLength + need > sendBuffer.count, let e = flush() { return e.rawValue }
         guard need <= sendBuffer.count else { return EMSGSIZE }
         let at = (sendBuffer.baseAddress! + sendLength).assumingMemoryBound(to: CChar.self)
-        let len = cqosmap_nfq_verdict(
+        let len = encode(verdict, id: id, batch: batch, at: at)
+        extendable = verdict.payload == nil && !batch ? (sendLength, len, verdict) : nil
+        sendLength += len
+        statistics.messages &+= 1
+        return nil
+    }
+
+    private func encode(_ verdict: Verdict, id: UInt32, batch: Bool, at: UnsafeMutablePointer<CChar>) -> Int {
+        cqosmap_nfq_verdict(
             at, configuration.queueNumber, id, verdict.decision.rawValue, batch ? 1 : 0,
             verdict.mark == nil ? 0 : 1, verdict.mark ?? 0, verdict.priority == nil ? 0 : 1,
             verdict.priority ?? 0,
-            verdict.payload?.baseAddress, UInt32(payloadLength))
-        sendLength += len
-        return nil
+            verdict.payload?.baseAddress, UInt32(verdict.payload?.count ?? 0))
     }
 
     /// Sends the collected verdict messages in one `sendto`.
     private func flush() -> Errno? {
         guard sendLength > 0 else { return nil }
-        defer { sendLength = 0 }
+        defer {
+            sendLength = 0
+            extendable = nil
+        }
         if mnl_socket_sendto(socket, sendBuffer.baseAddress, sendLength) < 0 { return Errno(rawValue: errno) }
         return nil
     }

@@ -57,6 +57,10 @@ extension NetfilterQueue {
         public var noENOBUFS: Bool
         /// How long ``NetfilterQueue/receive(_:)`` blocks before returning 0.
         public var receiveTimeoutMilliseconds: Int
+        /// Whether consecutive verdicts of one ``NetfilterQueue/receive(_:)``
+        /// with the same decision, mark and priority and no payload are sent
+        /// as one `NFQNL_MSG_VERDICT_BATCH`. Off once any verdict is deferred.
+        public var batchVerdicts: Bool
 
         /// Creates a configuration; the defaults copy whole packets, fail open
         /// and request GSO packets unsegmented.
@@ -64,7 +68,7 @@ extension NetfilterQueue {
             queueNumber: UInt16, copyMode: CopyMode = .packet(range: 0xFFFF),
             flags: Flags = [.failOpen, .gso],
             maximumLength: UInt32 = 0, receiveBufferSize: Int = 8 << 20, noENOBUFS: Bool = true,
-            receiveTimeoutMilliseconds: Int = 250
+            receiveTimeoutMilliseconds: Int = 250, batchVerdicts: Bool = false
         ) {
             self.queueNumber = queueNumber
             self.copyMode = copyMode
@@ -73,6 +77,7 @@ extension NetfilterQueue {
             self.receiveBufferSize = receiveBufferSize
             self.noENOBUFS = noENOBUFS
             self.receiveTimeoutMilliseconds = receiveTimeoutMilliseconds
+            self.batchVerdicts = batchVerdicts
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NFQueue
 import QoSMapCore
 import QoSMapTables
 import Yams
@@ -36,6 +37,10 @@ public struct DaemonConfig: Sendable, Equatable {
     /// receive overruns; false has them reported as ENOBUFS, which the daemon
     /// counts (`qosmapd_enobufs_total`) and goes on.
     public var noENOBUFS = true
+    /// Consecutive verdicts with the same mark and priority and no payload go
+    /// to the kernel as one `NFQNL_MSG_VERDICT_BATCH` (mark-only mode, and
+    /// packets accepted unchanged).
+    public var batchVerdicts = true
     /// Directories of user domain files.
     public var tables: [String] = []
     /// The default trust mode.
@@ -61,6 +66,18 @@ public struct DaemonConfig: Sendable, Equatable {
     /// Creates the embedded default configuration.
     public init() {}
 
+    /// The queue settings for queue `number` (what SIGHUP applies to a bound
+    /// queue, and what a new queue is opened with).
+    public func queueConfiguration(_ number: UInt16) -> NetfilterQueue.Configuration {
+        NetfilterQueue.Configuration(
+            queueNumber: number,
+            // Mark-only needs the IP header alone; 128 bytes covers IPv6 with room.
+            copyMode: .packet(range: markOnly ? 128 : 0xFFFF),
+            flags: NetfilterQueue.Flags(rawValue: 0).union(failOpen ? .failOpen : []).union(gso ? .gso : []),
+            maximumLength: maxLength, receiveBufferSize: receiveBuffer, noENOBUFS: noENOBUFS,
+            batchVerdicts: batchVerdicts)
+    }
+
     /// The configuration used without `--config`: queue 0, trust dscp on every
     /// interface, domain `default`, rewrite DSCP.
     public static let embeddedDefault = """
@@ -72,6 +89,7 @@ public struct DaemonConfig: Sendable, Equatable {
           gso: true              # unsegmented GSO packets; partial L4 checksums are completed
           receive-buffer: 8388608
           no-enobufs: true       # false: receive overruns are reported (ENOBUFS), counted, and survived
+          batch-verdicts: true   # equal verdicts without payload share one NFQNL_MSG_VERDICT_BATCH
         tables: []               # directories of user domain files (*.yaml), as qosmap --tables
         trust: dscp              # default trust: none, dscp, ip-precedence
         domain: default          # default inbound and outbound domain
@@ -210,7 +228,10 @@ struct ConfigParser {
                 config.queues = qs
             case "queue":
                 for (_, v, k) in mapping(
-                    value, "queue", allowed: ["max-length", "fail-open", "gso", "receive-buffer", "no-enobufs"])
+                    value, "queue",
+                    allowed: [
+                        "max-length", "fail-open", "gso", "receive-buffer", "no-enobufs", "batch-verdicts",
+                    ])
                     ?? []
                 {
                     switch k {
@@ -219,6 +240,7 @@ struct ConfigParser {
                     case "fail-open": config.failOpen = bool(v, "fail-open flag") ?? true
                     case "gso": config.gso = bool(v, "gso flag") ?? true
                     case "no-enobufs": config.noENOBUFS = bool(v, "no-enobufs flag") ?? true
+                    case "batch-verdicts": config.batchVerdicts = bool(v, "batch-verdicts flag") ?? true
                     default: config.receiveBuffer = integer(v, "receive-buffer", 0...1 << 30) ?? 0
                     }
                 }

@@ -11,6 +11,13 @@ public final class DaemonMetrics: Sendable {
     public let verdictErrors: Counter
     /// Receive overruns (ENOBUFS) survived.
     public let enobufs: Counter
+    /// Queue settings applied to a bound queue on reload, by result.
+    public let queueReconfigurations: Counter
+    /// Queue settings that the kernel refused on reload.
+    public let queueReconfigurationFailures: Counter
+    /// Verdict messages sent; against the packets counted, it shows how many
+    /// packets shared a batch verdict.
+    public let verdictMessages: Counter
     /// Successful reloads.
     public let reloadSuccesses: Counter
     /// Reloads that kept the old tables.
@@ -36,6 +43,11 @@ public final class DaemonMetrics: Sendable {
         checksumCompletions = Counter(label: "qosmapd_checksum_completions_total")
         verdictErrors = Counter(label: "qosmapd_verdict_errors_total")
         enobufs = Counter(label: "qosmapd_enobufs_total")
+        queueReconfigurations = Counter(
+            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "success")])
+        queueReconfigurationFailures = Counter(
+            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "failure")])
+        verdictMessages = Counter(label: "qosmapd_verdict_messages_total")
         reloadSuccesses = Counter(label: "qosmapd_reloads_total", dimensions: [("result", "success")])
         reloadFailures = Counter(label: "qosmapd_reloads_total", dimensions: [("result", "failure")])
     }

@@ -47,18 +47,9 @@ public final class QueueService: Service, Sendable {
     public func reload() -> Bool {
         notifier.reloading()
         defer { notifier.ready() }
-        let old = store.snapshot
         let next = generation.add(1, ordering: .relaxed).newValue
         do {
             let snapshot = try Self.load(configPath, generation: next)
-            if snapshot.config.queues != old.config.queues
-                || snapshot.config.maxLength != old.config.maxLength
-                || snapshot.config.markOnly != old.config.markOnly || snapshot.config.gso != old.config.gso
-            {
-                logger.warning(
-                    "queue settings changed; they apply at the next restart",
-                    metadata: ["queues": "\(snapshot.config.queues)"])
-            }
             store.replace(snapshot)
             metrics.reloadSuccesses.increment()
             logger.info(
@@ -80,15 +71,7 @@ public final class QueueService: Service, Sendable {
     public func run() async throws {
         let snapshot = store.snapshot
         let config = snapshot.config
-        for q in config.queues {
-            running.add(1, ordering: .relaxed)
-            let thread = Thread { [self] in
-                self.serve(queue: q, config: config)
-                self.running.subtract(1, ordering: .relaxed)
-            }
-            thread.name = "qosmapd-queue-\(q)"
-            thread.start()
-        }
+        startQueues(config.queues, atStart: true)
         // Wait (bounded) until every queue is bound or has failed.
         for _ in 0..<200
         where bound.load(ordering: .relaxed) + startErrors.withLock({ $0.count }) < config.queues.count {
@@ -110,7 +93,11 @@ public final class QueueService: Service, Sendable {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading", metadata: ["config": "\(configPath ?? "<embedded default>")"])
-            reload()
+            if reload() {
+                // Queues new to the config get a thread; removed ones unbind
+                // themselves; the others apply changed settings on their thread.
+                startQueues(store.snapshot.config.queues, atStart: false)
+            }
         }
         notifier.stopping()
         stopping.store(true, ordering: .relaxed)
@@ -119,6 +106,23 @@ public final class QueueService: Service, Sendable {
     }
 
     private let bound = Atomic<Int>(0)
+    /// The queue numbers that have a thread. A thread leaves this set, under
+    /// its lock, only after unbinding, so a queue removed and re-added by two
+    /// quick reloads is never left without a thread nor bound twice.
+    private let live = Mutex<Set<UInt16>>([])
+
+    private func startQueues(_ numbers: [UInt16], atStart: Bool) {
+        for q in numbers {
+            guard live.withLock({ $0.insert(q).inserted }) else { continue }
+            running.add(1, ordering: .relaxed)
+            let thread = Thread { [self] in
+                self.serve(queue: q, atStart: atStart)
+                self.running.subtract(1, ordering: .relaxed)
+            }
+            thread.name = "qosmapd-queue-\(q)"
+            thread.start()
+        }
+    }
 
     private func waitForThreads() async {
         // Each thread notices the flag within its receive timeout (250 ms).
@@ -127,29 +131,31 @@ public final class QueueService: Service, Sendable {
         }
     }
 
-    private func serve(queue number: UInt16, config: DaemonConfig) {
-        let configuration = NetfilterQueue.Configuration(
-            queueNumber: number,
-            // Mark-only needs the IP header alone; 128 bytes covers IPv6 with room.
-            copyMode: .packet(range: config.markOnly ? 128 : 0xFFFF),
-            flags: NetfilterQueue.Flags(rawValue: 0)
-                .union(config.failOpen ? .failOpen : []).union(config.gso ? .gso : []),
-            maximumLength: config.maxLength, receiveBufferSize: config.receiveBuffer,
-            noENOBUFS: config.noENOBUFS)
+    private func serve(queue number: UInt16, atStart: Bool) {
+        var snapshot = store.snapshot
         let queue: NetfilterQueue
         do {
-            queue = try NetfilterQueue(configuration: configuration)
+            queue = try NetfilterQueue(configuration: snapshot.config.queueConfiguration(number))
         } catch {
             logger.error("cannot bind queue", metadata: ["queue": "\(number)", "error": "\(error)"])
-            startErrors.withLock { $0.append("queue \(number): \(error)") }
+            if atStart { startErrors.withLock { $0.append("queue \(number): \(error)") } }
+            live.withLock { _ = $0.remove(number) }  // a later reload tries again
             return
         }
-        bound.add(1, ordering: .relaxed)
-        logger.debug("queue bound", metadata: ["queue": "\(number)"])
+        if atStart { bound.add(1, ordering: .relaxed) }
+        logger.info("queue bound", metadata: ["queue": "\(number)"])
         var pipeline = PacketPipeline()
         var lastOverrunLog = ContinuousClock.now - .seconds(10)
-        while !stopping.load(ordering: .relaxed) {
-            let snapshot = store.snapshot
+        var generation = snapshot.generation
+        var sentMessages = 0
+        while true {
+            snapshot = store.snapshot
+            if stopping.load(ordering: .relaxed) { break }
+            if snapshot.generation != generation {
+                generation = snapshot.generation
+                if !snapshot.config.queues.contains(number), unbindIfRemoved(queue, number) { return }
+                apply(snapshot, to: queue, number, &pipeline)
+            }
             do {
                 let n = try queue.receive { packet in pipeline.decide(&packet, snapshot: snapshot) }
                 if n > 0 { metrics.flush(&pipeline.counts) }
@@ -171,8 +177,53 @@ public final class QueueService: Service, Sendable {
                     Thread.sleep(forTimeInterval: 0.01)  // no busy loop on a persistent error
                 }
             }
+            let messages = queue.statistics.messages
+            if messages != sentMessages {
+                metrics.verdictMessages.increment(by: Int64(messages - sentMessages))
+                sentMessages = messages
+            }
         }
-        queue.close()
+        live.withLock {
+            queue.close()
+            _ = $0.remove(number)
+        }
+    }
+
+    /// Unbinds a queue that a reload removed, unless a newer reload has put it
+    /// back; decided under the ``live`` lock against the latest snapshot.
+    private func unbindIfRemoved(_ queue: NetfilterQueue, _ number: UInt16) -> Bool {
+        live.withLock {
+            guard !store.snapshot.config.queues.contains(number) else { return false }
+            queue.close()
+            $0.remove(number)
+            logger.info("queue removed from the config; unbound", metadata: ["queue": "\(number)"])
+            return true
+        }
+    }
+
+    /// Applies a reloaded config's queue settings to the bound queue, deciding
+    /// with the new snapshot any packet that arrives meanwhile.
+    private func apply(
+        _ snapshot: PolicySnapshot, to queue: NetfilterQueue, _ number: UInt16,
+        _ pipeline: inout PacketPipeline
+    ) {
+        let wanted = snapshot.config.queueConfiguration(number)
+        guard wanted != queue.configuration else { return }
+        do {
+            try queue.reconfigure(wanted) { packet in pipeline.decide(&packet, snapshot: snapshot) }
+            metrics.queueReconfigurations.increment()
+            logger.info(
+                "queue settings applied",
+                metadata: [
+                    "queue": "\(number)", "max_length": "\(wanted.maximumLength)",
+                    "copy_mode": "\(wanted.copyMode)", "flags": "\(wanted.flags.rawValue)",
+                ])
+        } catch {
+            metrics.queueReconfigurationFailures.increment()
+            logger.error(
+                "queue settings not applied; the old ones stay",
+                metadata: ["queue": "\(number)", "error": "\(error)"])
+        }
     }
 }
 

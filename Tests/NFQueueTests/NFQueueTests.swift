@@ -1,6 +1,10 @@
 import NFQueue
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @Test func truncationFollowsCapLen() {
     var bytes = [UInt8](repeating: 0, count: 100)
     bytes.withUnsafeMutableBytes { buf in
@@ -50,4 +54,51 @@ import Testing
     #expect(reported?.operation == .verdict)
     #expect(reported?.errno == .noSuchEntry)
     #expect(try q.receive { _ in .accept } == 0)  // still bound: times out quietly
+}
+
+/// The queue's row in /proc/net/netfilter/nfnetlink_queue: queue, portid,
+/// waiting, copy mode, copy range, … (nil when unbound).
+private func procRow(_ queue: UInt16) -> [String]? {
+    guard let f = fopen("/proc/net/netfilter/nfnetlink_queue", "r") else { return nil }
+    defer { fclose(f) }
+    var line = [CChar](repeating: 0, count: 512)
+    while fgets(&line, Int32(line.count), f) != nil {
+        let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        if fields.first == String(queue) { return fields }
+    }
+    return nil
+}
+
+@Test func reconfigureChangesTheBoundQueueInPlace() throws {
+    let q: NetfilterQueue
+    do {
+        q = try NetfilterQueue(
+            configuration: .init(
+                queueNumber: 4713, copyMode: .packet(range: 0xFFFF), receiveTimeoutMilliseconds: 10))
+    } catch {
+        #expect(error.errno == .notPermitted)  // not root: nothing more to check
+        return
+    }
+    defer { q.close() }
+    let before = try #require(procRow(4713))
+    // The kernel caps the range at NFQNL_MAX_COPY_RANGE (0xFFFF minus an attribute header).
+    #expect(Int(before[4]) ?? 0 > 60000)
+    var next = q.configuration
+    next.copyMode = .packet(range: 128)
+    next.flags = []
+    next.maximumLength = 64
+    next.noENOBUFS = false
+    try q.reconfigure(next)
+    let after = try #require(procRow(4713))
+    #expect(after[1] == before[1])  // the same socket: never unbound
+    #expect(after[4] == "128")
+    #expect(q.configuration == next)
+
+    var other = next
+    other.queueNumber = 4714
+    #expect(throws: NetfilterQueueError(operation: .configureQueue, errno: .invalidArgument)) {
+        try q.reconfigure(other)
+    }
+    #expect(q.configuration == next)
 }

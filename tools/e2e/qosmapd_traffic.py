@@ -2,6 +2,7 @@
 
 recv:   UDP receiver on v4 and v6, reading IP_RECVTOS / IPV6_RECVTCLASS per datagram.
 send:   UDP sender, one datagram per (family, TOS) with the TOS in the payload.
+burst / tally: many datagrams of one TOS; count those received with a given TOS.
 expect: expected DSCP per sent DSCP from `qosmap show DOMAIN --json` (the tables).
 tcpsrv / tcpcli: bulk TCP transfer; both print a SHA-256 of the bytes.
 """
@@ -41,6 +42,24 @@ def send(dst4, dst6, port, tos_list, tag):
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tos)
             s.sendto(f"{fam},{tos},{tag}".encode(), (dst, port))
             time.sleep(0.0005)  # stay far below the queue length
+
+def burst(dst4, dst6, port, tos, n):
+    """n datagrams per family with one TOS, back to back (for a stopped daemon to find queued)."""
+    for fam, dst in (("4", dst4), ("6", dst6)):
+        af = socket.AF_INET if fam == "4" else socket.AF_INET6
+        s = socket.socket(af, socket.SOCK_DGRAM)
+        if fam == "4":
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        else:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tos)
+        for _ in range(n):
+            s.sendto(f"{fam},{tos},burst".encode(), (dst, port))
+
+def tally(results, tos):
+    """How many received datagrams carry exactly this TOS, and how many do not."""
+    got = json.load(open(results))
+    same = sum(1 for g in got if g["received"] == tos)
+    print(f"{same} {len(got) - same}")
 
 def expect(show_json):
     d = json.load(open(show_json))
@@ -101,5 +120,7 @@ if __name__ == "__main__":
     elif cmd == "pcp":  # JSON CLASS COLOR -> the outbound 802.1p value
         cells = json.load(open(a[0]))["outbound"]["8021p"]
         print([c for c in cells if c["serviceClass"] == a[1]][0][a[2]])
+    elif cmd == "burst": burst(a[0], a[1], int(a[2]), int(a[3], 0), int(a[4]))
+    elif cmd == "tally": tally(a[0], int(a[1], 0))
     elif cmd == "tcpsrv": tcpsrv(int(a[0]), a[1], float(a[2]))
     elif cmd == "tcpcli": tcpcli(a[0], int(a[1]), int(a[2]), int(a[3], 0))
