@@ -269,15 +269,15 @@ public final class NetfilterQueue {
     /// The most datagrams read per ``receive(_:)`` before the verdicts are sent.
     public static let maximumDrain = 64
 
+    /// What the C callback of `cqosmap_nfq_walk` needs; one per queue, reused
+    /// so that no datagram allocates.
     private final class Context {
-        var body: (inout QueuedPacket) -> Verdict
+        var body: ((inout QueuedPacket) -> Verdict)?
         unowned let queue: NetfilterQueue
         var sendError: Int32 = 0
-        init(body: @escaping (inout QueuedPacket) -> Verdict, queue: NetfilterQueue) {
-            self.body = body
-            self.queue = queue
-        }
+        init(queue: NetfilterQueue) { self.queue = queue }
     }
+    private lazy var context = Context(queue: self)
 
     /// Decides the packets of one datagram and appends their verdicts; sends
     /// them now when `flushing` or when there is an error to report.
@@ -286,14 +286,17 @@ public final class NetfilterQueue {
     {
         var ackError: Int32 = 0
         let count = withoutActuallyEscaping(body) { escapable in
-            let ctx = Context(body: escapable, queue: self)
+            let ctx = context
+            ctx.body = escapable
+            ctx.sendError = 0
+            defer { ctx.body = nil }  // the closure must not outlive this call
             let n = withExtendedLifetime(ctx) {
                 cqosmap_nfq_walk(
                     receiveBuffer.baseAddress, bytes, Unmanaged.passUnretained(ctx).toOpaque(),
                     { raw, cpkt in
                         let ctx = Unmanaged<Context>.fromOpaque(raw!).takeUnretainedValue()
                         var packet = QueuedPacket(cpkt!.pointee)
-                        let verdict = ctx.body(&packet)
+                        let verdict = ctx.body!(&packet)
                         if let id = packet.id, let e = ctx.queue.append(verdict, id: id, batch: false) {
                             ctx.sendError = e
                         }

@@ -148,19 +148,29 @@ public final class QueueService: Service, Sendable {
         var lastOverrunLog = ContinuousClock.now - .seconds(10)
         var generation = snapshot.generation
         var sentMessages = 0
+        var lastFlush = ContinuousClock.now
         while true {
             snapshot = store.snapshot
             if stopping.load(ordering: .relaxed) { break }
             if snapshot.generation != generation {
                 generation = snapshot.generation
-                if !snapshot.config.queues.contains(number), unbindIfRemoved(queue, number) { return }
+                if !snapshot.config.queues.contains(number) {
+                    flushCounts(queue, &pipeline, &sentMessages)
+                    if unbindIfRemoved(queue, number) { return }
+                }
                 apply(snapshot, to: queue, number, &pipeline)
             }
             do {
                 let n = try queue.receive { packet in pipeline.decide(&packet, snapshot: snapshot) }
-                if n > 0 { metrics.flush(&pipeline.counts) }
+                // Counters reach swift-metrics every 100 ms, and at once when
+                // idle: flushing scans every cell, too much to do per packet.
+                let now = ContinuousClock.now
+                if n == 0 || now - lastFlush > .milliseconds(100) {
+                    flushCounts(queue, &pipeline, &sentMessages)
+                    lastFlush = now
+                }
             } catch {
-                metrics.flush(&pipeline.counts)
+                flushCounts(queue, &pipeline, &sentMessages)
                 switch (error.operation, error.errno) {
                 case (.receive, .noBufferSpace):
                     metrics.enobufs.increment()
@@ -177,15 +187,23 @@ public final class QueueService: Service, Sendable {
                     Thread.sleep(forTimeInterval: 0.01)  // no busy loop on a persistent error
                 }
             }
-            let messages = queue.statistics.messages
-            if messages != sentMessages {
-                metrics.verdictMessages.increment(by: Int64(messages - sentMessages))
-                sentMessages = messages
-            }
         }
+        flushCounts(queue, &pipeline, &sentMessages)
         live.withLock {
             queue.close()
             _ = $0.remove(number)
+        }
+    }
+
+    /// Hands the thread's packet counts and the queue's new verdict messages to swift-metrics.
+    private func flushCounts(
+        _ queue: NetfilterQueue, _ pipeline: inout PacketPipeline, _ sentMessages: inout Int
+    ) {
+        metrics.flush(&pipeline.counts)
+        let messages = queue.statistics.messages
+        if messages != sentMessages {
+            metrics.verdictMessages.increment(by: Int64(messages - sentMessages))
+            sentMessages = messages
         }
     }
 
