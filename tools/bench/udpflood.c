@@ -8,9 +8,11 @@
  *   each other. The first payload byte is the TOS sent. Stops after SECONDS at
  *   the latest. PPS > 0 paces the flood. Prints "sent START_NS END_NS"
  *   (CLOCK_MONOTONIC).
- * recv PORT EXPECT SECONDS IDLE_MS READYFILE
+ * recv PORT EXPECT SECONDS IDLE_MS READYFILE [spin]
  *   Counts datagrams to PORT on IPv4 and IPv6 (one dual-stack socket) until
- *   IDLE_MS without one (after the first) or SECONDS.
+ *   IDLE_MS without one (after the first) or SECONDS. With "spin" it never
+ *   sleeps in poll() but retries non-blocking reads, so no arriving datagram
+ *   has a sleeping reader to wake.
  *   EXPECT is 64 comma-separated DSCPs (expected DSCP per DSCP sent) or "-".
  *   Prints "received dscp_ok dscp_bad first_ns last_ns".
  */
@@ -112,6 +114,7 @@ static int do_recv(int argc, char **argv)
 	}
 	uint64_t deadline = now_ns() + (uint64_t)atol(argv[4]) * 1000000000u;
 	int idle_ms = atoi(argv[5]);
+	int spin = argc > 7 && !strcmp(argv[7], "spin");
 	int s = socket(AF_INET6, SOCK_DGRAM, 0);
 	int one = 1, zero = 0, rcvbuf = 32 << 20;
 	setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
@@ -137,10 +140,15 @@ static int do_recv(int argc, char **argv)
 		uint64_t t = now_ns();
 		if (t >= deadline)
 			break;
-		int wait = got ? idle_ms : (int)((deadline - t) / 1000000u) + 1;
-		struct pollfd pfd = {.fd = s, .events = POLLIN};
-		if (poll(&pfd, 1, wait) <= 0)
-			break;
+		if (spin) {
+			if (got && t - last > (uint64_t)idle_ms * 1000000u)
+				break;
+		} else {
+			int wait = got ? idle_ms : (int)((deadline - t) / 1000000u) + 1;
+			struct pollfd pfd = {.fd = s, .events = POLLIN};
+			if (poll(&pfd, 1, wait) <= 0)
+				break;
+		}
 		memset(msgs, 0, sizeof msgs);
 		for (int i = 0; i < BATCH; i++) {
 			iov[i].iov_base = bufs[i];
