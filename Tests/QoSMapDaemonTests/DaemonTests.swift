@@ -115,3 +115,24 @@ func pipelineRemarksPerTablesAndKeepsECN(tos: Int) throws {
     #expect(bytes == before)
     #expect(pipeline.counts.total(.malformed) == 1)
 }
+
+@Test func queueKeysBecomeTheQueueConfiguration() throws {
+    // What a SIGHUP applies to a bound queue comes from these keys alone.
+    let c = try DaemonConfig.parse(
+        """
+        queues: [3]
+        queue: {max-length: 512, fail-open: false, gso: true, no-enobufs: false, batch-verdicts: false}
+        actions: {mark-only: true}
+        """, file: "x")
+    let q = c.queueConfiguration(3)
+    #expect(q.queueNumber == 3)
+    #expect(q.copyMode == .packet(range: 128))
+    #expect(q.flags == .gso)
+    #expect(q.maximumLength == 512)
+    #expect(!q.noENOBUFS)
+    #expect(!q.batchVerdicts)
+    let d = try DaemonConfig.parse(DaemonConfig.embeddedDefault, file: "default").queueConfiguration(0)
+    #expect(d.copyMode == .packet(range: 0xFFFF))
+    #expect(d.flags == [.failOpen, .gso])
+    #expect(d.noENOBUFS && d.batchVerdicts)
+}
