@@ -17,7 +17,9 @@ extension QoSMapCommand {
                 is updated; 8021p writes the PCP of every VLAN tag (and the DEI of S-tags when the egress \
                 domain carries color in DEI); exp writes the top MPLS label. Reads pcap or pcapng, \
                 writes pcap with the input's link type. Malformed and unsupported packets are copied \
-                unchanged. The summary counts classes over the packets that carried a field to write.
+                unchanged; a packet whose fixed IP header is valid but whose options, lengths or \
+                extension headers are not is still remarked, and also counted as a malformed tail. The \
+                summary counts classes over the packets that carried a field to write.
                 """)
 
         @Option(
@@ -161,6 +163,8 @@ struct RemarkSummary {
     var unchanged = 0
     var malformed = 0
     var unsupported = 0
+    /// Packets remarked from a valid fixed IP header whose tail is malformed (also in their status count).
+    var malformedTail = 0
     /// Packets per ingress class × color, in `Treatment.cellIndex` order.
     var cells = [Int](repeating: 0, count: 24)
 
@@ -171,6 +175,7 @@ struct RemarkSummary {
         case .malformed: malformed += 1
         case .unsupported: unsupported += 1
         }
+        if r.tailMalformed { malformedTail += 1 }
         if r.status == .rewritten || r.status == .unchanged {
             cells[r.treatment.cellIndex] += 1
         }
@@ -185,7 +190,8 @@ struct RemarkSummary {
         }
         var lines = [
             "\(packets) packets (\(linkType)), domain \(domain) -> \(egress)",
-            "rewritten \(rewritten), unchanged \(unchanged), malformed \(malformed), unsupported \(unsupported)",
+            "rewritten \(rewritten), unchanged \(unchanged), malformed \(malformed), unsupported \(unsupported)"
+                + ", malformed tail \(malformedTail)",
         ]
         if rows.count > 1 {
             lines.append("ingress class and color:")
@@ -204,6 +210,7 @@ struct RemarkSummary {
         var unchanged: Int
         var malformed: Int
         var unsupported: Int
+        var malformedTail: Int
         var classes: [String: [String: Int]]
     }
 
@@ -218,6 +225,6 @@ struct RemarkSummary {
             domain: domain, egressDomain: egress, trust: TrustMode(name: trust)?.name ?? trust,
             linkType: linkType,
             packets: packets, rewritten: rewritten, unchanged: unchanged, malformed: malformed,
-            unsupported: unsupported, classes: classes)
+            unsupported: unsupported, malformedTail: malformedTail, classes: classes)
     }
 }

@@ -24,15 +24,55 @@ public enum PacketMarker {
     /// Parses and remarks in place; malformed/truncated/unknown input is left
     /// byte-for-byte unchanged. Never reads outside the buffer, never allocates.
     ///
-    /// Malformed: a truncated Ethernet header, tag or label stack; an IP version
-    /// that disagrees with its EtherType; an IPv4 IHL below 5 or a header or total
-    /// length beyond the buffer; an IPv6 payload length or extension header beyond
-    /// the buffer. Bytes after the IP total length (Ethernet padding) are allowed.
+    /// Malformed (status `.malformed`, nothing written): a truncated Ethernet
+    /// header, tag or label stack; an IP version that disagrees with its EtherType
+    /// (or, for `.ip`, a version nibble other than 4 or 6); a fixed IPv4 header
+    /// shorter than 20 bytes or with an IHL below 5; a fixed IPv6 header shorter
+    /// than 40 bytes.
+    ///
+    /// Marked from the fixed header: when the fixed header is valid, DSCP is
+    /// classified and written whatever follows it, and ``RemarkResult/tailMalformed``
+    /// reports a bad tail: an IPv4 header (options) or total length beyond the
+    /// buffer, a total length below the header length, an IPv6 payload length or
+    /// extension header beyond the buffer. Bytes after the IP total length
+    /// (Ethernet padding) are allowed.
+    ///
+    /// IPv4: the header checksum is not verified; it is updated incrementally
+    /// (RFC 1624 eqn. 3), which needs only the TOS word and the checksum (both in
+    /// the first 20 bytes), so it stays valid when it was valid, even when options
+    /// are cut off, and a bad one stays bad by the same amount. An IHL below 5 is
+    /// malformed: there is then no IPv4 header whose checksum covers the TOS and
+    /// checksum words, and Linux drops such packets before any netfilter hook
+    /// (`ip_rcv_core`), so no forwarded packet escapes marking through it.
     public static func remark(
         _ buffer: UnsafeMutableRawBufferPointer, format: PacketFormat, policy: MarkingPolicy
     ) -> RemarkResult {
         guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
-        let end = buffer.count
+        return mark(p, buffer.count, format, policy, write: true)
+    }
+
+    /// Classifies without writing: the same parser, checks and decisions as
+    /// ``remark(_:format:policy:)``, and the same result that call would return
+    /// (`.rewritten` meaning a remark would change a byte), but the buffer is
+    /// only read. For callers that act on the class without rewriting the
+    /// packet (qosmapd's mark-only mode, truncated nfqueue copies): a packet
+    /// with a malformed tail is still classified from its fixed header. Never
+    /// reads outside the buffer, never allocates.
+    public static func classify(
+        _ buffer: UnsafeRawBufferPointer, format: PacketFormat, policy: MarkingPolicy
+    ) -> RemarkResult {
+        guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
+        // Never written through: with `write: false` every store is skipped.
+        return mark(UnsafeMutableRawPointer(mutating: p), buffer.count, format, policy, write: false)
+    }
+
+    /// The body of ``remark(_:format:policy:)`` and ``classify(_:format:policy:)``;
+    /// inlined into both so that `write` is a constant in each.
+    @inline(__always)
+    static func mark(
+        _ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ policy: MarkingPolicy,
+        write: Bool
+    ) -> RemarkResult {
         var frame = ParsedFrame()
         guard parse(p, end, format, &frame) else {
             return RemarkResult(status: .malformed, tagCount: frame.tagCount, labelCount: frame.labelCount)
@@ -60,7 +100,9 @@ public enum PacketMarker {
         }
 
         var result = RemarkResult(
-            status: .unsupported, treatment: treatment, tagCount: frame.tagCount, labelCount: frame.labelCount
+            status: .unsupported, treatment: treatment, tagCount: frame.tagCount,
+            labelCount: frame.labelCount,
+            tailMalformed: frame.tailMalformed
         )
         if frame.l3 >= 0 {
             result.ipVersion = frame.ipVersion
@@ -78,7 +120,7 @@ public enum PacketMarker {
             let newTOS = newDSCP.rawValue << 2 | (frame.tos & 3)
             if newTOS != frame.tos {
                 changed = true
-                writeTOS(p, frame.l3, frame.ipVersion, old: frame.tos, new: newTOS)
+                if write { writeTOS(p, frame.l3, frame.ipVersion, old: frame.tos, new: newTOS) }
             }
             result.newDSCP = newDSCP
         }
@@ -94,7 +136,7 @@ public enum PacketMarker {
                 var new = (old & 0x1F) | pcpBits
                 if writeDEI, isSTag(u16(p, tpidAt)) { new = (new & ~0x10) | deiBit }
                 if new != old {
-                    store8(p, tpidAt &+ 2, new)
+                    if write { store8(p, tpidAt &+ 2, new) }
                     changed = true
                 }
                 i &+= 1
@@ -105,7 +147,7 @@ public enum PacketMarker {
             let old = u8(p, frame.mplsTop &+ 2)
             let new = (old & 0xF1) | egress.exp(for: treatment).rawValue << 1
             if new != old {
-                store8(p, frame.mplsTop &+ 2, new)
+                if write { store8(p, frame.mplsTop &+ 2, new) }
                 changed = true
             }
         }
@@ -144,9 +186,13 @@ struct ParsedFrame {
     var l3 = -1
     var ipVersion: UInt8 = 0
     var tos: UInt8 = 0
+    /// The fixed IP header is valid but its options, lengths or extension headers are not.
+    var tailMalformed = false
 }
 
-/// Parses the headers; false when malformed. Reads only `p[0..<end]`.
+/// Parses the headers; false when the link layer or the fixed IP header is
+/// malformed, true with `f.tailMalformed` set when only what follows the fixed
+/// IP header is. Reads only `p[0..<end]`.
 @inline(__always)
 func parse(_ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ f: inout ParsedFrame) -> Bool {
     var off = 0
@@ -197,15 +243,18 @@ func parse(_ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ f
     if expect == 4 {
         guard l3 &+ 20 <= end else { return false }
         let ihl = Int(u8(p, l3) & 0x0F) &* 4
+        // IHL < 5 is no IPv4 header at all (the kernel drops it); see remark's doc.
+        guard ihl >= 20 else { return false }
         let total = Int(u16(p, l3 &+ 2))
-        guard ihl >= 20, total >= ihl, l3 &+ total <= end else { return false }
+        // Options past the buffer mean total < ihl or total past the buffer: one test covers both.
+        if total < ihl || l3 &+ total > end { f.tailMalformed = true }
         f.tos = u8(p, l3 &+ 1)
     } else {
         guard l3 &+ 40 <= end else { return false }
         let payload = Int(u16(p, l3 &+ 4))
         // Payload length 0 is a jumbogram (RFC 2675): the packet runs to the buffer's end.
         let ipEnd = payload == 0 ? end : l3 &+ 40 &+ payload
-        guard ipEnd <= end, walkIPv6(p, l3, ipEnd) != nil else { return false }
+        if ipEnd > end || walkIPv6(p, l3, ipEnd) == nil { f.tailMalformed = true }
         f.tos = (u8(p, l3) & 0x0F) << 4 | u8(p, l3 &+ 1) >> 4
     }
     f.l3 = l3

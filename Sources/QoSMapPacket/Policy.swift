@@ -41,7 +41,8 @@ public struct MarkingPolicy: Sendable {
     }
 }
 
-/// How a buffer handed to ``PacketMarker/remark(_:format:policy:)`` starts.
+/// How a buffer handed to ``PacketMarker/remark(_:format:policy:)`` or
+/// ``PacketMarker/classify(_:format:policy:)`` starts.
 public enum PacketFormat: Sendable, Hashable {
     /// An Ethernet II frame (pcap LINKTYPE_ETHERNET), without FCS.
     case ethernet
@@ -57,7 +58,10 @@ public struct RemarkResult: Sendable, Hashable {
         case rewritten
         /// A field to write was present, but every one already had its value.
         case unchanged
-        /// Truncated or inconsistent headers; the buffer was not touched.
+        /// The link-layer stack or the fixed IP header is truncated or inconsistent
+        /// (see ``PacketMarker/remark(_:format:policy:)``); nothing was classified
+        /// and the buffer was not touched. A bad tail after a valid fixed header is
+        /// not this status but ``RemarkResult/tailMalformed``.
         case malformed
         /// Parsed fine, but none of the fields to write is present (for example ARP
         /// with `--rewrite dscp`); the buffer was not touched.
@@ -81,11 +85,21 @@ public struct RemarkResult: Sendable, Hashable {
     public var tagCount: Int
     /// The number of MPLS labels.
     public var labelCount: Int
+    /// Whether the fixed IP header was valid but what follows it is not: IPv4
+    /// options or total length beyond the buffer or below the header length, an
+    /// IPv6 payload length beyond the buffer, or an IPv6 extension header that
+    /// overruns the packet. Such a packet is still classified and its markings
+    /// written (the kernel forwards it, so skipping it would let a sender keep
+    /// its DSCP through a trust boundary); counters should report it apart.
+    /// Work that needs the transport header, such as
+    /// ``TransportChecksum/complete(_:)``, refuses it.
+    public var tailMalformed: Bool
 
     /// Creates a result.
     public init(
         status: Status, treatment: Treatment = .bestEffort, ipVersion: UInt8? = nil, l3Offset: Int? = nil,
-        originalDSCP: DSCP? = nil, newDSCP: DSCP? = nil, tagCount: Int = 0, labelCount: Int = 0
+        originalDSCP: DSCP? = nil, newDSCP: DSCP? = nil, tagCount: Int = 0, labelCount: Int = 0,
+        tailMalformed: Bool = false
     ) {
         self.status = status
         self.treatment = treatment
@@ -95,5 +109,6 @@ public struct RemarkResult: Sendable, Hashable {
         self.newDSCP = newDSCP
         self.tagCount = tagCount
         self.labelCount = labelCount
+        self.tailMalformed = tailMalformed
     }
 }

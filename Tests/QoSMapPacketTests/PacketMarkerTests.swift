@@ -118,12 +118,12 @@ struct IPv6Tests {
         #expect(Array(out[2...]) == Array(pkt[2...]))
     }
 
-    @Test func extensionHeaderOverrunIsMalformed() {
+    @Test func extensionHeaderOverrunIsAMalformedTailAndStillRemarked() {
         // Hop-by-hop claims 16 bytes but the payload holds 8.
         let pkt = ipv6(tc: 0xB8, firstNext: 0, ext: [59, 1, 0, 0, 0, 0, 0, 0], payload: [])
         let (out, r) = remark(pkt, .ip, MarkingPolicy(trust: .none, ingress: defaultDomain))
-        #expect(r.status == .malformed)
-        #expect(out == pkt)
+        #expect(r.status == .rewritten && r.tailMalformed)
+        #expect(diff(pkt, out).allSatisfy { $0 < 2 })
     }
 }
 
@@ -205,50 +205,70 @@ struct EncapsulationTests {
 }
 
 struct MalformedTests {
-    static let frames: [(String, [UInt8], PacketFormat)] = [
-        ("ipv4", ether(0x0800, ipv4(tos: 0xB8, options: [7, 4, 0, 0])), .ethernet),
+    /// Frames, their format and where their fixed IP header ends.
+    static let frames: [(String, [UInt8], PacketFormat, Int)] = [
+        ("ipv4", ether(0x0800, ipv4(tos: 0xB8, options: [7, 4, 0, 0])), .ethernet, 14 + 20),
         (
             "qinq-ipv6", ether(0x86DD, tags: [tag(0x88A8, pcp: 3), tag(0x8100, pcp: 2)], ipv6(tc: 0xB9)),
-            .ethernet
+            .ethernet, 22 + 40
         ),
         (
             "mpls2-ipv4",
             ether(0x8847, label(1, exp: 3, bos: false) + label(2, exp: 1, bos: true) + ipv4(tos: 4)),
-            .ethernet
+            .ethernet, 22 + 20
         ),
-        ("bare-ipv6", ipv6(tc: 0x28, firstNext: 60, ext: [17, 0, 1, 4, 0, 0, 0, 0]), .ip),
+        ("bare-ipv6", ipv6(tc: 0x28, firstNext: 60, ext: [17, 0, 1, 4, 0, 0, 0, 0]), .ip, 40),
     ]
 
-    /// Every truncation that cuts into the IP packet leaves the bytes alone.
+    /// A truncation that cuts into the link layer or the fixed IP header leaves the
+    /// bytes alone; one that cuts after it is a malformed tail, remarked as the whole
+    /// frame is (an IPv4 checksum stays valid over the header the sender wrote).
     @Test(arguments: 0..<4)
-    func truncatedPrefixesAreMalformedAndUnchanged(index: Int) {
-        let (_, frame, format) = Self.frames[index]
+    func truncatedPrefixes(index: Int) {
+        let (_, frame, format, fixedEnd) = Self.frames[index]
         let policy = MarkingPolicy(trust: .dot1p, ingress: defaultDomain, rewrite: .all)
+        let (whole, wholeResult) = remark(frame, format, policy)
+        #expect(wholeResult.status != .malformed && !wholeResult.tailMalformed)
         for n in 0..<frame.count {
             let prefix = Array(frame[0..<n])
             let (out, r) = remark(prefix, format, policy)
-            #expect(r.status == .malformed, "length \(n)")
-            #expect(out == prefix)
+            if n < fixedEnd {
+                #expect(r.status == .malformed, "length \(n)")
+                #expect(out == prefix)
+            } else {
+                #expect(r.status == wholeResult.status && r.tailMalformed, "length \(n)")
+                #expect(out == Array(whole[0..<n]), "length \(n): same bytes as the whole frame's")
+                if let l3 = r.l3Offset, r.ipVersion == 4 {
+                    let ihl = Int(frame[l3] & 0x0F) * 4
+                    #expect(internetChecksum((out + frame[n...])[l3..<(l3 + ihl)]) == 0)
+                }
+            }
         }
-        #expect(remark(frame, format, policy).1.status != .malformed)
     }
 
     @Test func badIPv4Headers() {
         var ihl4 = ipv4(tos: 0)
         ihl4[0] = 0x44
-        var longTotal = ipv4(tos: 0)
-        longTotal[3] &+= 1
-        var shortTotal = ipv4(tos: 0)
-        shortTotal[2] = 0
-        shortTotal[3] = 19
         let wrongVersion = ether(0x0800, ipv6(tc: 0))
         let policy = MarkingPolicy(trust: .none, ingress: defaultDomain, rewrite: .all)
-        for (bytes, format) in [
-            (ihl4, PacketFormat.ip), (longTotal, .ip), (shortTotal, .ip), (wrongVersion, .ethernet),
-        ] {
+        for (bytes, format) in [(ihl4, PacketFormat.ip), (wrongVersion, .ethernet)] {
             let (out, r) = remark(bytes, format, policy)
             #expect(r.status == .malformed)
             #expect(out == bytes)
+        }
+    }
+
+    @Test func inconsistentIPv4TotalLengthIsAMalformedTail() {
+        var longTotal = ipv4(tos: 0xB8)
+        longTotal[3] &+= 1
+        var shortTotal = ipv4(tos: 0xB8)
+        shortTotal[2] = 0
+        shortTotal[3] = 19
+        let policy = MarkingPolicy(trust: .none, ingress: defaultDomain, rewrite: .all)
+        for bytes in [longTotal, shortTotal] {
+            let (out, r) = remark(bytes, .ip, policy)
+            #expect(r.status == .rewritten && r.tailMalformed)
+            #expect(diff(bytes, out).allSatisfy { [1, 10, 11].contains($0) })
         }
     }
 
