@@ -1,4 +1,4 @@
-// libFuzzer entry point over PacketMarker.remark and TransportChecksum.complete.
+// libFuzzer entry point over PacketMarker.remark/classify and TransportChecksum.complete.
 // Compiled by tools/fuzz together with the QoSMapCore and QoSMapPacket sources
 // (not a SwiftPM target: -sanitize=fuzzer would break `swift build`).
 
@@ -39,7 +39,12 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         trust: TrustMode(rawValue: selector % 5)!, ingress: fuzzDomain,
         rewrite: RewriteFields(rawValue: (selector >> 3) & 7))
     let format: PacketFormat = selector & 0x80 != 0 ? .ethernet : .ip
+    // classify runs remark's parser and decisions without writing: same result, no byte moved.
+    let c = PacketMarker.classify(UnsafeRawBufferPointer(packet), format: format, policy: policy)
+    precondition(Array(packet) == original, "classify changed the buffer")
     let r = PacketMarker.remark(packet, format: format, policy: policy)
+    precondition(c == r, "classify \(c) disagrees with remark \(r)")
+    precondition(!(r.tailMalformed && r.status == .malformed), "malformed is for the fixed header only")
     switch r.status {
     case .malformed, .unsupported, .unchanged:
         // These promise an untouched buffer.
@@ -49,7 +54,9 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         precondition(packet.count == original.count)
     }
     if let l3 = r.l3Offset, r.ipVersion == 4 {
-        // The IPv4 header checksum verifies after a rewrite iff it did before.
+        precondition(packet[l3 + 1] & 3 == original[l3 + 1] & 3, "ECN changed")
+        // The IPv4 header checksum verifies after a rewrite iff it did before
+        // (checked when the whole header is in the buffer; a malformed tail may cut it).
         let ihl = Int(original[l3] & 0x0F) * 4
         func sum(_ b: [UInt8]) -> UInt32 {
             var s: UInt32 = 0
@@ -58,14 +65,17 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             while s >> 16 != 0 { s = (s & 0xFFFF) + (s >> 16) }
             return s
         }
-        precondition((sum(original) == 0xFFFF) == (sum(Array(packet)) == 0xFFFF), "IPv4 checksum broken")
-        precondition(packet[l3 + 1] & 3 == original[l3 + 1] & 3, "ECN changed")
+        if l3 + ihl <= original.count {
+            precondition((sum(original) == 0xFFFF) == (sum(Array(packet)) == 0xFFFF), "IPv4 checksum broken")
+        }
     }
     if format == .ip {
         let before = Array(packet)
         if !TransportChecksum.complete(packet) {
             precondition(Array(packet) == before, "complete() returned false but changed the packet")
         } else {
+            // A packet the marker finds malformed, tail included, has no L4 to complete.
+            precondition(r.status != .malformed && !r.tailMalformed, "complete() accepted a malformed packet")
             // Idempotent: completing a completed packet changes nothing.
             let once = Array(packet)
             precondition(
