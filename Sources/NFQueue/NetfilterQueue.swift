@@ -29,6 +29,15 @@ public final class NetfilterQueue {
         public var verdicts = 0
         /// `NFQNL_MSG_VERDICT` and `NFQNL_MSG_VERDICT_BATCH` messages sent.
         public var messages = 0
+        /// `sendto` calls of verdicts retried after a transient error
+        /// (`ENOBUFS`, `ENOMEM`, `EAGAIN`, `EINTR`).
+        public var sendRetries = 0
+        /// Verdict sends split into smaller ones after `EMSGSIZE` (the socket's
+        /// send buffer shrank below what was collected).
+        public var sendSplits = 0
+        /// Verdict messages that could not be sent at all; each one's packet
+        /// stays queued until the kernel's next batch verdict or unbind.
+        public var verdictsLost = 0
         /// Creates zero counts.
         public init() {}
     }
@@ -41,6 +50,10 @@ public final class NetfilterQueue {
     private var receiveBuffer: UnsafeMutableRawBufferPointer
     private var sendBuffer: UnsafeMutableRawBufferPointer
     private var sendLength = 0
+    /// The largest `sendto` the socket takes: netlink refuses with `EMSGSIZE`
+    /// any message longer than `sk_sndbuf - 32` (`netlink_sendmsg`), so a batch
+    /// is flushed before it would grow past this.
+    private var sendLimit = 0
     private var sequence: UInt32 = 1
     private var isBound = false
     /// Where the last verdict message in the send buffer starts, while it is
@@ -97,6 +110,7 @@ public final class NetfilterQueue {
         guard tuned == 0 else {
             throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: -tuned))
         }
+        sendLimit = Self.sendLimit(fd: fd, buffer: sendBuffer.count)
         // A receive timeout lets the owning thread notice a stop request.
         var tv = timeval(
             tv_sec: Int(configuration.receiveTimeoutMilliseconds / 1000),
@@ -361,8 +375,11 @@ public final class NetfilterQueue {
         }
         let payloadLength = verdict.payload?.count ?? 0
         let need = payloadLength + Self.verdictOverhead
-        if sendLength + need > sendBuffer.count, let e = flush() { return e.rawValue }
-        guard need <= sendBuffer.count else { return EMSGSIZE }
+        if sendLength + need > sendLimit, let e = flush() { return e.rawValue }
+        guard need <= sendLimit else {
+            statistics.verdictsLost &+= 1
+            return EMSGSIZE
+        }
         let at = (sendBuffer.baseAddress! + sendLength).assumingMemoryBound(to: CChar.self)
         let len = encode(verdict, id: id, batch: batch, at: at)
         extendable = verdict.payload == nil && !batch ? (sendLength, len, verdict) : nil
@@ -386,7 +403,82 @@ public final class NetfilterQueue {
             sendLength = 0
             extendable = nil
         }
-        if mnl_socket_sendto(socket, sendBuffer.baseAddress, sendLength) < 0 { return Errno(rawValue: errno) }
-        return nil
+        return send(UnsafeRawBufferPointer(rebasing: sendBuffer[0..<sendLength]))
+    }
+
+    /// Sends verdict messages so that none is lost while the kernel can take
+    /// it: transient errors are retried (with a short back-off), and a send
+    /// the socket refuses as too large (`EMSGSIZE`) or that keeps failing is
+    /// split at message boundaries and resent piece by piece. Nothing is
+    /// processed by the kernel when `sendto` fails, so a resend never doubles
+    /// a verdict, and order is kept, so a batch verdict never overtakes the
+    /// payload verdicts before it.
+    private func send(_ messages: UnsafeRawBufferPointer) -> Errno? {
+        var failures = 0
+        while true {
+            if mnl_socket_sendto(socket, messages.baseAddress, messages.count) >= 0 { return nil }
+            let e = errno
+            switch e {
+            case EINTR:
+                continue
+            case ENOBUFS where failures < 6, ENOMEM where failures < 6, EAGAIN where failures < 6:
+                failures += 1
+                statistics.sendRetries &+= 1
+                usleep(useconds_t(50 << failures))  // 100 µs to 3.2 ms: let the allocator recover
+                continue
+            case EMSGSIZE, ENOBUFS, ENOMEM, EAGAIN:
+                let pieces = Self.split(messages, limit: e == EMSGSIZE ? refreshSendLimit() : 0)
+                guard pieces.count > 1 else {
+                    statistics.verdictsLost &+= 1
+                    return Errno(rawValue: e)
+                }
+                statistics.sendSplits &+= 1
+                var first: Errno?
+                for piece in pieces {
+                    if let failed = send(piece), first == nil { first = failed }
+                }
+                return first
+            default:
+                statistics.verdictsLost &+= 1
+                return Errno(rawValue: e)
+            }
+        }
+    }
+
+    /// Re-reads the socket's send buffer (someone may have shrunk it).
+    private func refreshSendLimit() -> Int {
+        sendLimit = Self.sendLimit(fd: mnl_socket_get_fd(socket), buffer: sendBuffer.count)
+        return sendLimit
+    }
+
+    /// `SO_SNDBUF` (the kernel's doubled `sk_sndbuf`) less netlink's 32
+    /// bytes, capped by our own buffer.
+    private static func sendLimit(fd: Int32, buffer: Int) -> Int {
+        var size: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &length) == 0, size > 32 else { return buffer }
+        return min(buffer, Int(size) - 32)
+    }
+
+    /// Cuts a run of netlink messages at message boundaries into pieces of at
+    /// most `limit` bytes (0: one message per piece). A single message longer
+    /// than the limit stays whole.
+    static func split(_ messages: UnsafeRawBufferPointer, limit: Int) -> [UnsafeRawBufferPointer] {
+        var pieces: [UnsafeRawBufferPointer] = []
+        var start = 0
+        var offset = 0
+        while offset + MemoryLayout<nlmsghdr>.size <= messages.count {
+            let length = Int(messages.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+            let aligned = (length + 3) & ~3
+            guard length >= MemoryLayout<nlmsghdr>.size, offset + length <= messages.count else { break }
+            let end = min(offset + aligned, messages.count)
+            if offset > start, limit == 0 || end - start > limit {
+                pieces.append(UnsafeRawBufferPointer(rebasing: messages[start..<offset]))
+                start = offset
+            }
+            offset = end
+        }
+        if start < messages.count { pieces.append(UnsafeRawBufferPointer(rebasing: messages[start...])) }
+        return pieces
     }
 }

@@ -7,6 +7,8 @@ public final class DaemonMetrics: Sendable {
     let packets: [Counter]
     let results: [Counter]
     let checksumCompletions: Counter
+    let gsoPartialChecksums: Counter
+    let malformedTails: Counter
     /// Verdicts the kernel rejected or that could not be sent.
     public let verdictErrors: Counter
     /// Receive overruns (ENOBUFS) survived.
@@ -41,6 +43,8 @@ public final class DaemonMetrics: Sendable {
             Counter(label: "qosmapd_results_total", dimensions: [("result", $0.label)])
         }
         checksumCompletions = Counter(label: "qosmapd_checksum_completions_total")
+        gsoPartialChecksums = Counter(label: "qosmapd_gso_partial_checksums_total")
+        malformedTails = Counter(label: "qosmapd_malformed_tails_total")
         verdictErrors = Counter(label: "qosmapd_verdict_errors_total")
         enobufs = Counter(label: "qosmapd_enobufs_total")
         queueReconfigurations = Counter(
@@ -68,6 +72,14 @@ public final class DaemonMetrics: Sendable {
         if counts.checksumCompletions != 0 {
             checksumCompletions.increment(by: Int64(counts.checksumCompletions))
             counts.checksumCompletions = 0
+        }
+        if counts.gsoPartialChecksums != 0 {
+            gsoPartialChecksums.increment(by: Int64(counts.gsoPartialChecksums))
+            counts.gsoPartialChecksums = 0
+        }
+        if counts.malformedTails != 0 {
+            malformedTails.increment(by: Int64(counts.malformedTails))
+            counts.malformedTails = 0
         }
     }
 }

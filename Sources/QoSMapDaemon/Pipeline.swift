@@ -44,6 +44,11 @@ public struct PacketCounts: Sendable {
     public var byTreatment = [Int](repeating: 0, count: 24 * PacketOutcome.allCases.count)
     /// Partial checksums completed.
     public var checksumCompletions = 0
+    /// GSO packets returned with their partial checksum kept for segmentation.
+    public var gsoPartialChecksums = 0
+    /// Packets whose fixed IP header was valid (and so remarked) but whose
+    /// length or extension headers were not.
+    public var malformedTails = 0
 
     /// Creates zero counts.
     public init() {}
@@ -113,6 +118,10 @@ public struct PacketPipeline {
     }
 
     /// Decides one packet; may rewrite its payload in place.
+    ///
+    /// DSCP is rewritten whenever the fixed IPv4/IPv6 header is valid, even
+    /// when what follows is malformed (counted apart), so that a bad tail
+    /// cannot carry a marking through a trust boundary.
     public mutating func decide(_ packet: inout QueuedPacket, snapshot: PolicySnapshot) -> Verdict {
         let config = snapshot.config
         guard let payload = packet.payload, payload.count > 0 else {
@@ -120,38 +129,41 @@ public struct PacketPipeline {
             return .accept
         }
         let policy = policy(packet, snapshot)
-        var treatment: Treatment
+        let truncated = packet.isTruncated
+        let rewrite = config.rewriteDSCP && !config.markOnly && !truncated
+        let result =
+            rewrite
+            ? PacketMarker.remark(payload, format: .ip, policy: policy)
+            : PacketMarker.classify(UnsafeRawBufferPointer(payload), format: .ip, policy: policy)
         var outcome: PacketOutcome
         var returned: UnsafeRawBufferPointer?
-        if config.rewriteDSCP && !config.markOnly && !packet.isTruncated {
-            let result = PacketMarker.remark(payload, format: .ip, policy: policy)
-            treatment = result.treatment
-            switch result.status {
-            case .rewritten:
-                outcome = .rewritten
-                returned = UnsafeRawBufferPointer(payload)
-                if packet.skbInfo?.contains(.checksumNotReady) == true {
-                    // The kernel treats a returned payload's checksum as final.
-                    if TransportChecksum.complete(payload) {
-                        counts.checksumCompletions &+= 1
-                    } else {
-                        outcome = .checksumFailed
-                        returned = nil
-                    }
+        switch result.status {
+        case .malformed, .unsupported:
+            counts.count(.bestEffort, .malformed)
+            return .accept
+        case .rewritten where rewrite:
+            outcome = .rewritten
+            returned = UnsafeRawBufferPointer(payload)
+            switch Self.checksumAction(packet.skbInfo ?? [], hook: packet.hook) {
+            case .none: break
+            case .leavePartial: counts.gsoPartialChecksums &+= 1
+            case .complete:
+                if TransportChecksum.complete(payload) {
+                    counts.checksumCompletions &+= 1
+                } else if !result.tailMalformed {
+                    // An L4 the kernel would finish itself (SCTP's CRC, say):
+                    // returning it would ship an unfinished checksum.
+                    outcome = .checksumFailed
+                    returned = nil
                 }
-            case .unchanged: outcome = .unchanged
-            case .malformed, .unsupported:
-                counts.count(.bestEffort, .malformed)
-                return .accept
+            // A malformed tail has no checksum to finish; its DSCP is what matters.
             }
-        } else {
-            guard let t = Self.classifyHeader(payload, policy) else {
-                counts.count(.bestEffort, .malformed)
-                return .accept
-            }
-            treatment = t
-            outcome = config.markOnly ? .markOnly : (packet.isTruncated ? .truncated : .unchanged)
+        default:
+            outcome = config.markOnly ? .markOnly : (truncated ? .truncated : .unchanged)
         }
+        // A truncated copy always looks cut short; only a whole packet can have a bad tail.
+        if result.tailMalformed, !truncated { counts.malformedTails &+= 1 }
+        let treatment = result.treatment
         counts.count(treatment, outcome)
         var verdict = Verdict(.accept, payload: returned)
         if let encoding = config.mark {
@@ -163,19 +175,30 @@ public struct PacketPipeline {
         return verdict
     }
 
-    /// Classifies from the IP header alone (mark-only mode, truncated copies):
-    /// reads the TOS / Traffic Class octet, writes nothing.
-    static func classifyHeader(_ p: UnsafeMutableRawBufferPointer, _ policy: MarkingPolicy) -> Treatment? {
-        let tos: UInt8
-        switch p[0] >> 4 {
-        case 4 where p.count >= 20: tos = p[1]
-        case 6 where p.count >= 40: tos = (p[0] & 0x0F) << 4 | p[1] >> 4
-        default: return nil
-        }
-        switch policy.trust {
-        case .dscp: return policy.ingress.classify(.dscp, tos >> 2)
-        case .ipPrecedence: return policy.ingress.classify(.ipPrecedence, tos >> 5)
-        default: return .bestEffort
-        }
+    /// What a returned payload's L4 checksum needs.
+    enum ChecksumAction: Equatable {
+        /// The checksum is final already (`CHECKSUM_NONE`/`UNNECESSARY` on the way in).
+        case none
+        /// Finish it: the kernel sets `CHECKSUM_NONE` on a payload verdict
+        /// (`nfqnl_mangle`), so nothing later computes it.
+        case complete
+        /// Keep the pseudo-header sum the stack left there: a GSO packet that
+        /// is still to be segmented gets its per-segment checksums from it
+        /// (`__udp_gso_segment` adjusts that sum for each segment's length;
+        /// `tcp4/6_gso_segment` rebuild it), and a checksum completed over
+        /// the whole super-packet would make every UDP segment's wrong.
+        case leavePartial
+    }
+
+    /// `NF_INET_LOCAL_IN`: a packet queued there is delivered whole, not segmented.
+    static let localInHook: UInt8 = 1
+
+    /// Chooses the checksum treatment from `NFQA_SKB_INFO` and the hook.
+    static func checksumAction(_ info: QueuedPacket.SKBInfo, hook: UInt8?) -> ChecksumAction {
+        guard info.contains(.checksumNotReady) else { return .none }
+        // Locally delivered GSO (GRO) packets are checked whole by TCP, so they
+        // need the full sum; everything else is segmented on its way out.
+        if info.contains(.gso), hook != localInHook { return .leavePartial }
+        return .complete
     }
 }
