@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
@@ -70,6 +71,10 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                // swift-nio: the /metrics HTTP server (see MetricsServer.swift for why NIO).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]),
         .executableTarget(
             name: "qosmapd",
@@ -90,7 +95,14 @@ let package = Package(
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),
         .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
         .testTarget(name: "NFQueueTests", dependencies: ["NFQueue"]),
-        .testTarget(name: "QoSMapDaemonTests", dependencies: ["QoSMapDaemon"]),
+        .testTarget(
+            name: "QoSMapDaemonTests",
+            dependencies: [
+                "QoSMapDaemon",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ]),
         .testTarget(name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap"], exclude: ["Golden"]),
     ],
     swiftLanguageModes: [.v6]

@@ -39,6 +39,8 @@ struct QoSMapD: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A client that resets must cost one write (EPIPE), not the daemon and all queued traffic.
+        signal(SIGPIPE, SIG_IGN)
         if printDefaultConfig {
             print(DaemonConfig.embeddedDefault)
             return
