@@ -325,3 +325,63 @@ struct Harness {
     await h.service.stop()
     #expect(kernelRow(4723) == nil && kernelRow(4724) == nil)
 }
+
+// MARK: link monitor (root: uses its own network namespace)
+
+@discardableResult
+func ip(_ args: String...) throws -> Int32 {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+    p.arguments = args
+    try p.run()
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
+/// A monitor whose socket lives in namespace `ns`: made on a thread that
+/// enters `ns` (setns affects the calling thread only) and then exits.
+func monitor(in ns: String) -> LinkMonitor? {
+    let result = Mutex<LinkMonitor?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        defer { done.signal() }
+        let fd = open("/run/netns/\(ns)", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        // Glibc's Swift module leaves out the GNU-only setns(2).
+        guard let sym = dlsym(nil, "setns") else { return }
+        let setns = unsafeBitCast(sym, to: (@convention(c) (Int32, Int32) -> Int32).self)
+        guard setns(fd, 0x4000_0000) == 0 else { return }  // CLONE_NEWNET
+        let m = LinkMonitor(logger: Logger(label: "test"))
+        result.withLock { $0 = m }
+    }
+    thread.start()
+    done.wait()
+    return result.withLock { $0 }
+}
+
+@Test func linkMonitorSeesLinksAddedAndRenamed() async throws {
+    guard getuid() == 0 else { return }
+    let ns = "qmreload\(getpid())"
+    try #require(try ip("netns", "add", ns) == 0)
+    defer { _ = try? ip("netns", "del", ns) }
+    let m = try #require(monitor(in: ns))
+    #expect(m.isListening)
+    m.start()
+    defer { m.stop() }
+    let g0 = m.generation
+    try #require(try ip("-n", ns, "link", "add", "qmr0", "type", "veth", "peer", "name", "qmr0p") == 0)
+    #expect(await eventually { m.generation > g0 })
+    let g1 = m.generation
+    try #require(try ip("-n", ns, "link", "set", "qmr0", "name", "qmr1") == 0)
+    #expect(await eventually { m.generation > g1 })
+    // A link in another namespace is not this monitor's business.
+    try? await Task.sleep(for: .milliseconds(300))
+    let g2 = m.generation
+    let other = "qmreload\(getpid())b"
+    try #require(try ip("netns", "add", other) == 0)
+    defer { _ = try? ip("netns", "del", other) }
+    try #require(try ip("-n", other, "link", "add", "qmr2", "type", "veth", "peer", "name", "qmr2p") == 0)
+    try? await Task.sleep(for: .milliseconds(300))
+    #expect(m.generation == g2)
+}
