@@ -213,7 +213,12 @@ public final class QueueService: Service, Sendable {
                 logger.error(
                     "cannot bind queue",
                     metadata: ["queue": "\(q)", "errno": "\(error.errno.rawValue)", "error": "\(error)"])
-                errors.append("queue \(q): \(error)")
+                // The kernel answers EPERM both without CAP_NET_ADMIN and when
+                // another socket holds the queue.
+                let hint =
+                    error.operation == .bindQueue && error.errno == .notPermitted
+                    ? " (another process holds the queue, or CAP_NET_ADMIN is missing)" : ""
+                errors.append("queue \(q): \(error)\(hint)")
             }
         }
         guard errors.isEmpty else {

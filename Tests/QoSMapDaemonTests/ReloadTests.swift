@@ -292,7 +292,9 @@ struct Harness {
         try h.service.start()
         Issue.record("start bound a held queue")
     } catch {
-        #expect(error.description == "queue 4725: nfqueue bind queue: Operation not permitted (errno 1)")
+        #expect(
+            error.description == "queue 4725: nfqueue bind queue: Operation not permitted (errno 1)"
+                + " (another process holds the queue, or CAP_NET_ADMIN is missing)")
     }
     #expect(kernelRow(4726) == nil)  // the one that bound was closed again
     #expect(h.metric("qosmapd_queues_bound") == 0)
