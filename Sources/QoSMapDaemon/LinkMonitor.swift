@@ -85,7 +85,8 @@ public final class LinkMonitor: Sendable {
 
     /// Stops the thread; it closes the socket within its receive timeout.
     public func stop() {
-        stopping.store(true, ordering: .relaxed)
+        // Idempotent: the socket is closed once, here or by the thread.
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
         if fd >= 0, !running.load(ordering: .relaxed) { close(fd) }
     }
 
