@@ -269,7 +269,8 @@ struct Harness {
     // Once released, the same reload succeeds: the new queue first, then the old one goes.
     holder.close()
     #expect(h.service.reload())
-    #expect(kernelRow(4722) != nil && kernelRow(4722)?.portID != theirs)
+    // The holder closed, so a binding now is the daemon's (it may reuse the freed port id).
+    #expect(kernelRow(4722) != nil)
     #expect(await eventually { kernelRow(4721) == nil })
     #expect(await eventually { h.metric("qosmapd_queues_bound") == 1 })
     #expect(h.metric(#"qosmapd_reloads_total{result="success"}"#) == 1)
