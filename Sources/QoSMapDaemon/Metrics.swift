@@ -89,6 +89,13 @@ public final class DaemonMetrics: Sendable {
         queuesBound.record(bound.add(delta, ordering: .relaxed).newValue)
     }
 
+    /// Records the load at start as the last (successful) one, so that
+    /// `qosmapd_last_reload_success` reads 0 only after a failed reload.
+    public func loaded(at seconds: Double) {
+        lastReloadTimestamp.record(seconds)
+        lastReloadSuccess.record(1)
+    }
+
     /// Records a finished reload's time and result.
     public func reloaded(success: Bool, at seconds: Double) {
         (success ? reloadSuccesses : reloadFailures).increment()

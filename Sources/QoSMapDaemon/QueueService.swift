@@ -148,6 +148,7 @@ public final class QueueService: Service, Sendable {
         case .success(let q): opened = q
         case .failure(let e): throw e
         }
+        metrics.loaded(at: Date().timeIntervalSince1970)
         let monitor = LinkMonitor(logger: logger)
         monitor.start()
         links.withLock { $0 = monitor }

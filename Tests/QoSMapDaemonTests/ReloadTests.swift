@@ -250,6 +250,7 @@ struct Harness {
     try h.service.start()
     let ours = try #require(kernelRow(4721)).portID
     #expect(h.metric("qosmapd_queues_bound") == 1)
+    #expect(h.metric("qosmapd_last_reload_success") == 1)  // the load at start
 
     let holder = try NetfilterQueue(configuration: .init(queueNumber: 4722, receiveTimeoutMilliseconds: 10))
     let theirs = try #require(kernelRow(4722)).portID
