@@ -43,6 +43,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var batchVerdicts = true
     /// Directories of user domain files.
     public var tables: [String] = []
+    /// Load `/etc/qosmap/domains.d` first, as the CLI does (`system-tables`).
+    public var systemTables = true
     /// The default trust mode.
     public var trust: TrustMode = .dscp
     /// The default domain for both directions.
@@ -91,6 +93,7 @@ public struct DaemonConfig: Sendable, Equatable {
           no-enobufs: true       # false: receive overruns are reported (ENOBUFS), counted, and survived
           batch-verdicts: true   # equal verdicts without payload share one NFQNL_MSG_VERDICT_BATCH
         tables: []               # directories of user domain files (*.yaml), as qosmap --tables
+        system-tables: true      # also load /etc/qosmap/domains.d first, as qosmap does (false: --no-system-tables)
         trust: dscp              # default trust: none, dscp, ip-precedence
         domain: default          # default inbound and outbound domain
         interfaces: {}           # NAME: {trust: T, domain: D, inbound-domain: D, outbound-domain: D}
@@ -212,7 +215,10 @@ struct ConfigParser {
         let root = yaml.compose(text, allowEmpty: true)
         if yaml.hasErrors { return nil }
         guard let root else { return config }  // an empty file keeps every default
-        let top = ["queues", "queue", "tables", "trust", "domain", "interfaces", "actions", "metrics"]
+        let top = [
+            "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
+            "metrics",
+        ]
         guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
         for (_, value, key) in pairs {
             switch key {
@@ -246,6 +252,8 @@ struct ConfigParser {
                 }
             case "tables":
                 config.tables = strings(value, "table directories")
+            case "system-tables":
+                config.systemTables = bool(value, "system-tables flag") ?? true
             case "trust":
                 config.trust = trust(value) ?? .dscp
             case "domain":

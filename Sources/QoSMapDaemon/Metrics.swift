@@ -1,5 +1,6 @@
 import Metrics
 import QoSMapCore
+import Synchronization
 
 /// The daemon's swift-metrics counters, created once so that no label is built
 /// per packet. Labels are bounded: 8 classes × 3 colors × 6 outcomes.
@@ -24,9 +25,31 @@ public final class DaemonMetrics: Sendable {
     public let reloadSuccesses: Counter
     /// Reloads that kept the old tables.
     public let reloadFailures: Counter
+    /// Queues that could not be bound (at start or on reload).
+    public let queueBindFailures: Counter
+    /// Queues currently bound by this process.
+    public let queuesBound: Gauge
+    /// When the last reload finished (seconds since the epoch).
+    public let lastReloadTimestamp: Gauge
+    /// 1 when the last reload succeeded, 0 when it failed.
+    public let lastReloadSuccess: Gauge
+    private let factory: any MetricsFactory
+    private let bound = Atomic<Int>(0)
+    private let kernel = Mutex<[UInt16: KernelQueueMetrics]>([:])
 
-    /// Creates the counters with the bootstrapped metrics backend.
-    public init() {
+    /// The kernel's figures for one queue (`/proc/net/netfilter/nfnetlink_queue`).
+    public struct KernelQueueMetrics: Sendable {
+        /// `queue_dropped`: packets dropped because the queue was full.
+        public let queueDropped: Counter
+        /// `user_dropped`: packets dropped because netlink could not deliver them.
+        public let userDropped: Counter
+        /// `queue_total`: packets waiting for a verdict.
+        public let backlog: Gauge
+    }
+
+    /// Creates the counters with `factory` (the bootstrapped backend by default).
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
         var packets: [Counter] = []
         for t in Treatment.allCells {
             for o in PacketOutcome.allCases {
@@ -35,25 +58,80 @@ public final class DaemonMetrics: Sendable {
                         label: "qosmapd_packets_total",
                         dimensions: [
                             ("class", t.serviceClass.name), ("color", t.color.name), ("action", o.label),
-                        ]))
+                        ], factory: factory))
             }
         }
         self.packets = packets
         results = PacketOutcome.allCases.map {
-            Counter(label: "qosmapd_results_total", dimensions: [("result", $0.label)])
+            Counter(label: "qosmapd_results_total", dimensions: [("result", $0.label)], factory: factory)
         }
-        checksumCompletions = Counter(label: "qosmapd_checksum_completions_total")
-        gsoPartialChecksums = Counter(label: "qosmapd_gso_partial_checksums_total")
-        malformedTails = Counter(label: "qosmapd_malformed_tails_total")
-        verdictErrors = Counter(label: "qosmapd_verdict_errors_total")
-        enobufs = Counter(label: "qosmapd_enobufs_total")
+        checksumCompletions = Counter(label: "qosmapd_checksum_completions_total", factory: factory)
+        gsoPartialChecksums = Counter(label: "qosmapd_gso_partial_checksums_total", factory: factory)
+        malformedTails = Counter(label: "qosmapd_malformed_tails_total", factory: factory)
+        verdictErrors = Counter(label: "qosmapd_verdict_errors_total", factory: factory)
+        enobufs = Counter(label: "qosmapd_enobufs_total", factory: factory)
         queueReconfigurations = Counter(
-            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "success")])
+            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "success")],
+            factory: factory)
         queueReconfigurationFailures = Counter(
-            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "failure")])
-        verdictMessages = Counter(label: "qosmapd_verdict_messages_total")
-        reloadSuccesses = Counter(label: "qosmapd_reloads_total", dimensions: [("result", "success")])
-        reloadFailures = Counter(label: "qosmapd_reloads_total", dimensions: [("result", "failure")])
+            label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "failure")],
+            factory: factory)
+        verdictMessages = Counter(label: "qosmapd_verdict_messages_total", factory: factory)
+        reloadSuccesses = Counter(
+            label: "qosmapd_reloads_total", dimensions: [("result", "success")], factory: factory)
+        reloadFailures = Counter(
+            label: "qosmapd_reloads_total", dimensions: [("result", "failure")], factory: factory)
+        queueBindFailures = Counter(label: "qosmapd_queue_bind_failures_total", factory: factory)
+        queuesBound = Gauge(label: "qosmapd_queues_bound", factory: factory)
+        lastReloadTimestamp = Gauge(label: "qosmapd_last_reload_timestamp_seconds", factory: factory)
+        lastReloadSuccess = Gauge(label: "qosmapd_last_reload_success", factory: factory)
+        queuesBound.record(0)
+    }
+
+    /// Counts a queue bound (`by` 1) or unbound (`by` -1) and updates the gauge.
+    public func queueBound(by delta: Int) {
+        queuesBound.record(bound.add(delta, ordering: .relaxed).newValue)
+    }
+
+    /// Records the load at start as the last (successful) one, so that
+    /// `qosmapd_last_reload_success` reads 0 only after a failed reload.
+    public func loaded(at seconds: Double) {
+        lastReloadTimestamp.record(seconds)
+        lastReloadSuccess.record(1)
+    }
+
+    /// Records a finished reload's time and result.
+    public func reloaded(success: Bool, at seconds: Double) {
+        (success ? reloadSuccesses : reloadFailures).increment()
+        lastReloadTimestamp.record(seconds)
+        lastReloadSuccess.record(success ? 1 : 0)
+    }
+
+    /// The kernel figures of queue `number`, created on first use; only queues
+    /// in the config are asked for, so the label set stays bounded.
+    public func kernelQueue(_ number: UInt16) -> KernelQueueMetrics {
+        kernel.withLock { cache in
+            if let m = cache[number] { return m }
+            let labels = [("queue", String(number))]
+            let m = KernelQueueMetrics(
+                queueDropped: Counter(
+                    label: "qosmapd_kernel_queue_dropped_total", dimensions: labels, factory: factory),
+                userDropped: Counter(
+                    label: "qosmapd_kernel_user_dropped_total", dimensions: labels, factory: factory),
+                backlog: Gauge(label: "qosmapd_kernel_queue_backlog", dimensions: labels, factory: factory))
+            cache[number] = m
+            return m
+        }
+    }
+
+    /// Advances the kernel counters by what `sample` adds since the last one.
+    public func record(_ deltas: [KernelQueueDelta]) {
+        for d in deltas {
+            let m = kernelQueue(d.queue)
+            if d.queueDropped > 0 { m.queueDropped.increment(by: Int64(clamping: d.queueDropped)) }
+            if d.userDropped > 0 { m.userDropped.increment(by: Int64(clamping: d.userDropped)) }
+            m.backlog.record(Int64(clamping: d.backlog))
+        }
     }
 
     /// Adds a thread's counts and zeroes them.

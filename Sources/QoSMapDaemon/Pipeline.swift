@@ -77,14 +77,23 @@ public struct PacketPipeline {
     /// The counts since the last flush.
     public var counts = PacketCounts()
     private var generation = -1
+    private var linkGeneration = 0
     private var policies: [UInt64: MarkingPolicy] = [:]
     private var names: [UInt32: String] = [:]
     private let interfaceName: (UInt32) -> String?
+    private let links: (() -> Int)?
 
     /// Creates a pipeline; `interfaceName` maps an ifindex to its name
-    /// (`if_indextoname` by default).
-    public init(interfaceName: @escaping (UInt32) -> String? = PacketPipeline.systemInterfaceName) {
+    /// (`if_indextoname` by default). `linkGeneration` (a ``LinkMonitor``'s)
+    /// changes whenever a link is added, removed or renamed; the name and
+    /// policy caches are dropped when it does.
+    public init(
+        interfaceName: @escaping (UInt32) -> String? = PacketPipeline.systemInterfaceName,
+        linkGeneration: (() -> Int)? = nil
+    ) {
         self.interfaceName = interfaceName
+        links = linkGeneration
+        self.linkGeneration = linkGeneration?() ?? 0
     }
 
     /// `if_indextoname`.
@@ -104,11 +113,15 @@ public struct PacketPipeline {
     }
 
     private mutating func policy(_ packet: QueuedPacket, _ snapshot: PolicySnapshot) -> MarkingPolicy {
-        if snapshot.generation != generation {
+        // One relaxed atomic load per packet: a rename keeps the ifindex, so
+        // only the link notifications tell that a cached name went stale.
+        let links = self.links?() ?? linkGeneration
+        if snapshot.generation != generation || links != linkGeneration {
             // A reload may rename domains; interface names may change too.
             policies.removeAll(keepingCapacity: true)
             names.removeAll(keepingCapacity: true)
             generation = snapshot.generation
+            linkGeneration = links
         }
         let key = UInt64(packet.inputInterface ?? 0) << 32 | UInt64(packet.outputInterface ?? 0)
         if let p = policies[key] { return p }

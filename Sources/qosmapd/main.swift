@@ -55,23 +55,31 @@ struct QoSMapD: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "qosmapd")
 
-        let service: QueueService
+        let snapshot: PolicySnapshot
         do {
-            service = try QueueService(
-                configPath: config, metrics: DaemonMetrics(), logger: logger, notifier: SystemdNotifier())
+            snapshot = try QueueService.load(config, generation: 0)
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw ExitCode(65)
         }
         if check {
-            print("config OK: domains \(service.store.snapshot.tables.domains.names.joined(separator: ", "))")
+            print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: service)]
-        let port = service.store.snapshot.config.metricsPort
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        var endpoint: (any MetricsEndpoint)?
+        let port = snapshot.config.metricsPort
         if port != 0 {
-            services.append(.init(service: MetricsServer(registry: registry, port: port, logger: logger)))
+            let server = MetricsServer(registry: registry, port: port, logger: logger)
+            services.append(.init(service: server))
+            endpoint = metricsEndpoint(server)
+        } else {
+            logger.notice("metrics endpoint disabled (metrics.port 0); enabling it later needs a restart")
         }
+        let service = QueueService(
+            configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
+            notifier: SystemdNotifier(), metricsEndpoint: endpoint)
+        services.insert(.init(service: service), at: 0)
         var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
         let group = ServiceGroup(configuration: groupConfig)
@@ -83,3 +91,7 @@ struct QoSMapD: AsyncParsableCommand {
         }
     }
 }
+
+/// The server as the endpoint a reload moves, once it conforms to
+/// ``MetricsEndpoint`` (generic, so the cast compiles before and after).
+func metricsEndpoint<T>(_ server: T) -> (any MetricsEndpoint)? { server as? any MetricsEndpoint }
