@@ -112,8 +112,18 @@ public struct PacketPipeline {
         return p
     }
 
-    /// Decides one packet; may rewrite its payload in place.
+    /// Decides one packet; may rewrite its payload in place. With `rules:
+    /// install` every verdict clears the rules' pending bit (other mark bits
+    /// kept), so the counting rule sees only packets that got no verdict.
     public mutating func decide(_ packet: inout QueuedPacket, snapshot: PolicySnapshot) -> Verdict {
+        var verdict = decideTreatment(&packet, snapshot: snapshot)
+        if let bit = snapshot.config.rules.verdictClearBit {
+            verdict.mark = (verdict.mark ?? packet.mark ?? 0) & ~bit
+        }
+        return verdict
+    }
+
+    private mutating func decideTreatment(_ packet: inout QueuedPacket, snapshot: PolicySnapshot) -> Verdict {
         let config = snapshot.config
         guard let payload = packet.payload, payload.count > 0 else {
             counts.count(.bestEffort, .malformed)

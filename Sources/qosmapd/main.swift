@@ -70,14 +70,32 @@ struct QoSMapD: AsyncParsableCommand {
         if port != 0 {
             services.append(.init(service: MetricsServer(registry: registry, port: port, logger: logger)))
         }
+        // rules: install (see RuleService): installed before the queues are
+        // bound, so packets in the first milliseconds are bypassed and counted
+        // as fail-open; the service is last so it shuts down (removing the
+        // rules) before the queues unbind.
+        let rules = RuleManager(logger: logger)
+        do {
+            try rules.apply(service.store.snapshot.config)
+        } catch {
+            logger.critical("cannot install NFQUEUE rules", metadata: ["error": "\(error)"])
+            rules.remove()
+            throw ExitCode(1)
+        }
+        services.append(
+            .init(
+                service: RuleService(
+                    manager: rules, store: service.store, metrics: RuleMetrics(), logger: logger)))
         var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
         let group = ServiceGroup(configuration: groupConfig)
         do {
             try await group.run()
         } catch {
+            rules.remove()
             logger.critical("qosmapd stopped", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
+        rules.remove()  // normally done already by RuleService at shutdown
     }
 }
