@@ -225,7 +225,9 @@ struct ConfigParser {
         let root = yaml.compose(text, allowEmpty: true)
         if yaml.hasErrors { return nil }
         guard let root else { return config }  // an empty file keeps every default
-        let top = ["queues", "queue", "tables", "trust", "domain", "interfaces", "actions", "metrics", "rules"]
+        let top = [
+            "queues", "queue", "tables", "trust", "domain", "interfaces", "actions", "metrics", "rules",
+        ]
         guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
         for (_, value, key) in pairs {
             switch key {

@@ -102,7 +102,10 @@ extension ConfigParser {
             case "pending-mark":
                 guard let m = integer(v, "pending-mark", 1...Int(UInt32.max)) else { continue }
                 guard m.nonzeroBitCount == 1 else {
-                    error(v, "invalid pending-mark 0x\(String(m, radix: 16)); allowed: a single bit, e.g. 0x80000000")
+                    error(
+                        v,
+                        "invalid pending-mark 0x\(String(m, radix: 16)); allowed: a single bit, e.g. 0x80000000"
+                    )
                     continue
                 }
                 r.pendingMark = UInt32(m)
@@ -115,7 +118,9 @@ extension ConfigParser {
                     }
                     if !hooks.contains(h) { hooks.append(h) }
                 }
-                if hooks.isEmpty, diagnostics.isEmpty { error(v, "expected at least one hook: forward, output") }
+                if hooks.isEmpty, diagnostics.isEmpty {
+                    error(v, "expected at least one hook: forward, output")
+                }
                 r.hooks = hooks
             case "interfaces":
                 let names = strings(v, "interface names")
@@ -330,7 +335,8 @@ public enum RuleSet {
         if table == "mangle" {
             chains.append(countChain)
             let bit = hex(r.pendingMark)
-            lines.append("-A \(countChain) -m mark --mark \(bit)/\(bit) -j MARK --and-mark \(hex(~r.pendingMark))")
+            lines.append(
+                "-A \(countChain) -m mark --mark \(bit)/\(bit) -j MARK --and-mark \(hex(~r.pendingMark))")
             lines.append("-I POSTROUTING 1 -j \(countChain)")
         }
         return (chains, lines)
@@ -398,7 +404,9 @@ public struct CommandRunner: Sendable {
     public var run: @Sendable (_ name: String, _ arguments: [String], _ input: String?) throws -> String
 
     /// Creates a runner from a function (tests pass a fake).
-    public init(run: @escaping @Sendable (_ name: String, _ arguments: [String], _ input: String?) throws -> String) {
+    public init(
+        run: @escaping @Sendable (_ name: String, _ arguments: [String], _ input: String?) throws -> String
+    ) {
         self.run = run
     }
 
@@ -432,7 +440,8 @@ public struct CommandRunner: Sendable {
             // pipe buffer, so no write blocks, and none can raise SIGPIPE.
             let bytes = Data(input.utf8)
             guard bytes.count < 60_000 else {
-                throw RuleError("\(line): rule script of \(bytes.count) bytes is too long; allowed: under 60000")
+                throw RuleError(
+                    "\(line): rule script of \(bytes.count) bytes is too long; allowed: under 60000")
             }
             let stdin = Pipe()
             stdin.fileHandleForWriting.write(bytes)
@@ -558,7 +567,9 @@ public final class RuleManager: Sendable {
                     }
                 }
             } catch {
-                if !s.failing { logger.error("cannot read NFQUEUE rule counters", metadata: ["error": "\(error)"]) }
+                if !s.failing {
+                    logger.error("cannot read NFQUEUE rule counters", metadata: ["error": "\(error)"])
+                }
                 s.failing = true
                 return nil
             }
@@ -639,7 +650,9 @@ public struct RuleService: Service {
                     // A failed transaction leaves the old rules in force.
                     try manager.apply(snapshot.config)
                 } catch {
-                    logger.error("reload: NFQUEUE rules not replaced; the old ones stay", metadata: ["error": "\(error)"])
+                    logger.error(
+                        "reload: NFQUEUE rules not replaced; the old ones stay",
+                        metadata: ["error": "\(error)"])
                 }
             }
             if ContinuousClock.now >= nextReading {

@@ -276,7 +276,8 @@ final class FakeIptables: Sendable {
             self.calls.withLock { $0.append(([name] + arguments).joined(separator: " ")) }
             if name.hasSuffix("-restore") {
                 if let f = self.failRestore, name == f {
-                    throw RuleError("/usr/sbin/\(name) --noflush failed (status 2): iptables-restore: line 3 failed")
+                    throw RuleError(
+                        "/usr/sbin/\(name) --noflush failed (status 2): iptables-restore: line 3 failed")
                 }
                 #expect(input?.hasSuffix("COMMIT\n") == true)
                 return ""
@@ -299,7 +300,8 @@ final class FakeIptables: Sendable {
     #expect(manager.isInstalled)
     #expect(
         fake.calls.withLock { $0 } == [
-            "iptables-save -c", "iptables-restore --noflush", "ip6tables-save -c", "ip6tables-restore --noflush",
+            "iptables-save -c", "iptables-restore --noflush", "ip6tables-save -c",
+            "ip6tables-restore --noflush",
         ])
     // v4 has counted 700 queued / 336 unverdicted, v6 nothing yet. Readings
     // look at the configured table (security) and mangle only.
@@ -314,7 +316,8 @@ final class FakeIptables: Sendable {
     fake.calls.withLock { $0.removeAll() }
     manager.remove()
     #expect(!manager.isInstalled)
-    #expect(fake.calls.withLock { $0 } == ["iptables-save -c", "ip6tables-save -c"])  // nothing left to remove
+    // The saves show nothing of qosmapd's left, so no restore runs.
+    #expect(fake.calls.withLock { $0 } == ["iptables-save -c", "ip6tables-save -c"])
     manager.remove()  // idempotent, and runs nothing once removed
     #expect(fake.calls.withLock { $0.count } == 2)
 }
