@@ -334,3 +334,26 @@ final class FakeIptables: Sendable {
     }
     #expect(manager.isInstalled)  // v4 went in; the caller removes it on a failed start
 }
+
+@Test func systemRunnerPassesInputAndReportsStderr() throws {
+    #expect(CommandRunner.which("sh")?.hasPrefix("/") == true)
+    #expect(CommandRunner.which("qosmapd-no-such-command") == nil)
+    #expect(try CommandRunner.system.run("cat", [], "*mangle\nCOMMIT\n") == "*mangle\nCOMMIT\n")
+    do {
+        _ = try CommandRunner.system.run(
+            "sh", ["-c", "echo out; echo bad line >&2; echo more >&2; exit 3"], nil)
+        Issue.record("a failing command succeeded")
+    } catch {
+        let sh = try #require(CommandRunner.which("sh"))
+        #expect(
+            "\(error)"
+                == "\(sh) -c echo out; echo bad line >&2; echo more >&2; exit 3 failed (status 3): bad line; more"
+        )
+    }
+    do {
+        _ = try CommandRunner.system.run("qosmapd-no-such-command", [], nil)
+        Issue.record("a missing command ran")
+    } catch {
+        #expect("\(error)".hasPrefix("qosmapd-no-such-command: not found on PATH ("))
+    }
+}
