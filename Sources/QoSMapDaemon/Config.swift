@@ -61,6 +61,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var markOnly = false
     /// The Prometheus port on 127.0.0.1; 0 disables the endpoint.
     public var metricsPort: UInt16 = 9464
+    /// Who writes the NFQUEUE rules (`rules:`, see ``RulesConfig``).
+    public var rules = RulesConfig()
 
     /// Where each domain name was written, to report unknown ones in place.
     public var domainReferences: [TableDiagnostic] = []
@@ -104,6 +106,17 @@ public struct DaemonConfig: Sendable, Equatable {
           mark-only: false       # copy headers only, no payload back; see qosmap export nft
         metrics:
           port: 9464             # Prometheus /metrics on 127.0.0.1; 0 disables
+        rules:
+          mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
+                                 # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules
+                                 # and counts fail-open (qosmapd_failopen_packets_total)
+          pending-mark: 0x80000000  # skb mark bit set before queueing, cleared by the verdict; one bit,
+                                 # outside the actions.mark mask
+          hooks: [forward]       # forward (routed traffic), output (host-originated traffic)
+          # interfaces: [eth0]   # egress (-o) interfaces to queue; default: the names under interfaces:,
+                                 # or every interface but lo when there are none
+          table: security        # the queue rule's table: security (after the firewall), mangle, filter
+          interval: 5            # seconds between rule counter readings (iptables-save -c)
         """
 }
 
@@ -217,7 +230,7 @@ struct ConfigParser {
         guard let root else { return config }  // an empty file keeps every default
         let top = [
             "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-            "metrics",
+            "metrics", "rules",
         ]
         guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
         for (_, value, key) in pairs {
@@ -298,6 +311,8 @@ struct ConfigParser {
                         }
                     }
                 }
+            case "rules":
+                rules(value, into: &config)
             default:  // metrics
                 for (_, v, _) in mapping(value, "metrics", allowed: ["port"]) ?? [] {
                     config.metricsPort = integer(v, "metrics port", 0...65535).map(UInt16.init) ?? 0
@@ -309,6 +324,7 @@ struct ConfigParser {
             if config.mark == nil { config.mark = .default }
             config.rewriteDSCP = false
         }
+        checkRules(config)
         return config
     }
 }

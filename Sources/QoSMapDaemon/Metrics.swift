@@ -1,4 +1,5 @@
 import Metrics
+import NFQueue
 import QoSMapCore
 import Synchronization
 
@@ -21,6 +22,12 @@ public final class DaemonMetrics: Sendable {
     /// Verdict messages sent; against the packets counted, it shows how many
     /// packets shared a batch verdict.
     public let verdictMessages: Counter
+    /// Verdict sends retried after a transient error.
+    public let verdictSendRetries: Counter
+    /// Verdict sends split after `EMSGSIZE` or repeated failures.
+    public let verdictSendSplits: Counter
+    /// Verdicts that could not be sent at all.
+    public let verdictsLost: Counter
     /// Successful reloads.
     public let reloadSuccesses: Counter
     /// Reloads that kept the old tables.
@@ -77,6 +84,9 @@ public final class DaemonMetrics: Sendable {
             label: "qosmapd_queue_reconfigurations_total", dimensions: [("result", "failure")],
             factory: factory)
         verdictMessages = Counter(label: "qosmapd_verdict_messages_total", factory: factory)
+        verdictSendRetries = Counter(label: "qosmapd_verdict_send_retries_total", factory: factory)
+        verdictSendSplits = Counter(label: "qosmapd_verdict_send_splits_total", factory: factory)
+        verdictsLost = Counter(label: "qosmapd_verdicts_lost_total", factory: factory)
         reloadSuccesses = Counter(
             label: "qosmapd_reloads_total", dimensions: [("result", "success")], factory: factory)
         reloadFailures = Counter(
@@ -159,5 +169,20 @@ public final class DaemonMetrics: Sendable {
             malformedTails.increment(by: Int64(counts.malformedTails))
             counts.malformedTails = 0
         }
+    }
+
+    /// Adds what a queue's verdict statistics gained since `last`, then
+    /// remembers them.
+    func flush(_ now: NetfilterQueue.Statistics, since last: inout NetfilterQueue.Statistics) {
+        guard now != last else { return }
+        for (counter, value, old) in [
+            (verdictMessages, now.messages, last.messages),
+            (verdictSendRetries, now.sendRetries, last.sendRetries),
+            (verdictSendSplits, now.sendSplits, last.sendSplits),
+            (verdictsLost, now.verdictsLost, last.verdictsLost),
+        ] where value != old {
+            counter.increment(by: Int64(value - old))
+        }
+        last = now
     }
 }

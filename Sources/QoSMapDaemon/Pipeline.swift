@@ -130,12 +130,18 @@ public struct PacketPipeline {
         return p
     }
 
-    /// Decides one packet; may rewrite its payload in place.
-    ///
-    /// DSCP is rewritten whenever the fixed IPv4/IPv6 header is valid, even
-    /// when what follows is malformed (counted apart), so that a bad tail
-    /// cannot carry a marking through a trust boundary.
+    /// Decides one packet; may rewrite its payload in place. With `rules:
+    /// install` every verdict clears the rules' pending bit (other mark bits
+    /// kept), so the counting rule sees only packets that got no verdict.
     public mutating func decide(_ packet: inout QueuedPacket, snapshot: PolicySnapshot) -> Verdict {
+        var verdict = decideTreatment(&packet, snapshot: snapshot)
+        if let bit = snapshot.config.rules.verdictClearBit {
+            verdict.mark = (verdict.mark ?? packet.mark ?? 0) & ~bit
+        }
+        return verdict
+    }
+
+    private mutating func decideTreatment(_ packet: inout QueuedPacket, snapshot: PolicySnapshot) -> Verdict {
         let config = snapshot.config
         guard let payload = packet.payload, payload.count > 0 else {
             counts.count(.bestEffort, .malformed)

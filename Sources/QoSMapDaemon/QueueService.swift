@@ -275,7 +275,7 @@ public final class QueueService: Service, Sendable {
         var pipeline = PacketPipeline(linkGeneration: monitor.map { m in { m.generation } })
         var lastOverrunLog = ContinuousClock.now - .seconds(10)
         var generation = snapshot.generation
-        var sentMessages = 0
+        var sent = NetfilterQueue.Statistics()
         var lastFlush = ContinuousClock.now
         while true {
             snapshot = store.snapshot
@@ -283,7 +283,7 @@ public final class QueueService: Service, Sendable {
             if snapshot.generation != generation {
                 generation = snapshot.generation
                 if !snapshot.config.queues.contains(number) {
-                    flushCounts(queue, &pipeline, &sentMessages)
+                    flushCounts(queue, &pipeline, &sent)
                     if unbindIfRemoved(queue, number) { return }
                 }
                 apply(snapshot, to: queue, number, &pipeline)
@@ -294,11 +294,11 @@ public final class QueueService: Service, Sendable {
                 // idle: flushing scans every cell, too much to do per packet.
                 let now = ContinuousClock.now
                 if n == 0 || now - lastFlush > .milliseconds(100) {
-                    flushCounts(queue, &pipeline, &sentMessages)
+                    flushCounts(queue, &pipeline, &sent)
                     lastFlush = now
                 }
             } catch {
-                flushCounts(queue, &pipeline, &sentMessages)
+                flushCounts(queue, &pipeline, &sent)
                 switch (error.operation, error.errno) {
                 case (.receive, .noBufferSpace):
                     metrics.enobufs.increment()
@@ -316,7 +316,7 @@ public final class QueueService: Service, Sendable {
                 }
             }
         }
-        flushCounts(queue, &pipeline, &sentMessages)
+        flushCounts(queue, &pipeline, &sent)
         live.withLock {
             queue.close()
             metrics.queueBound(by: -1)
@@ -326,14 +326,10 @@ public final class QueueService: Service, Sendable {
 
     /// Hands the thread's packet counts and the queue's new verdict messages to swift-metrics.
     private func flushCounts(
-        _ queue: NetfilterQueue, _ pipeline: inout PacketPipeline, _ sentMessages: inout Int
+        _ queue: NetfilterQueue, _ pipeline: inout PacketPipeline, _ sent: inout NetfilterQueue.Statistics
     ) {
         metrics.flush(&pipeline.counts)
-        let messages = queue.statistics.messages
-        if messages != sentMessages {
-            metrics.verdictMessages.increment(by: Int64(messages - sentMessages))
-            sentMessages = messages
-        }
+        metrics.flush(queue.statistics, since: &sent)
     }
 
     /// Unbinds a queue that a reload removed, unless a newer reload has put it

@@ -66,32 +66,41 @@ struct QoSMapD: AsyncParsableCommand {
             print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
-        var endpoint: (any MetricsEndpoint)?
-        let port = snapshot.config.metricsPort
-        if port != 0 {
-            let server = MetricsServer(registry: registry, port: port, logger: logger)
-            services.append(.init(service: server))
-            endpoint = metricsEndpoint(server)
-        } else {
-            logger.notice("metrics endpoint disabled (metrics.port 0); enabling it later needs a restart")
-        }
+        // Always built, so that a reload can enable, move or disable it; with
+        // port 0 it only waits for shutdown.
+        let server = MetricsServer(registry: registry, port: snapshot.config.metricsPort, logger: logger)
         let service = QueueService(
             configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
-            notifier: SystemdNotifier(), metricsEndpoint: endpoint)
-        services.insert(.init(service: service), at: 0)
+            notifier: SystemdNotifier(), metricsEndpoint: server)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: service), .init(service: server),
+        ]
+        // rules: install (see RuleService): installed before the queues are
+        // bound, so packets in the first milliseconds are bypassed and counted
+        // as fail-open; the service is last so it shuts down (removing the
+        // rules) before the queues unbind.
+        let rules = RuleManager(logger: logger)
+        do {
+            try rules.apply(snapshot.config)
+        } catch {
+            logger.critical("cannot install NFQUEUE rules", metadata: ["error": "\(error)"])
+            rules.remove()
+            throw ExitCode(1)
+        }
+        services.append(
+            .init(
+                service: RuleService(
+                    manager: rules, store: service.store, metrics: RuleMetrics(), logger: logger)))
         var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
         let group = ServiceGroup(configuration: groupConfig)
         do {
             try await group.run()
         } catch {
+            rules.remove()
             logger.critical("qosmapd stopped", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
+        rules.remove()  // normally done already by RuleService at shutdown
     }
 }
-
-/// The server as the endpoint a reload moves, once it conforms to
-/// ``MetricsEndpoint`` (generic, so the cast compiles before and after).
-func metricsEndpoint<T>(_ server: T) -> (any MetricsEndpoint)? { server as? any MetricsEndpoint }
