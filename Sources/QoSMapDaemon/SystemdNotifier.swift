@@ -13,7 +13,8 @@ public struct SystemdNotifier: Sendable {
     /// `READY=1`.
     public func ready() { send("READY=1") }
 
-    /// `RELOADING=1` with `MONOTONIC_USEC`, as Type=notify-reload requires.
+    /// `RELOADING=1` with `MONOTONIC_USEC` (systemd 253+ Type=notify-reload needs the
+    /// timestamp; Type=notify, which the unit uses, accepts it too).
     public func reloading() {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
