@@ -21,7 +21,7 @@ public struct QoSMapCommand: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Lookup.self, Show.self, Domains.self, Validate.self, Profile.self, Remark.self, Export.self,
+            Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self, Export.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).
