@@ -1,24 +1,33 @@
-/// Which received marking an interface trusts.
-public enum TrustMode: UInt8, CaseIterable, Sendable, CustomStringConvertible {
+/// Which received marking an interface trusts: nothing, or one ``Field``.
+///
+/// The modes are the fields plus `none`, so names, aliases and the allowed
+/// list come from ``Field`` and cannot drift from it.
+public enum TrustMode: Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// Trust nothing: every packet is BE green (the device default).
-    case none = 0
+    case none
+    /// Trust this field: for ``Field/dot1p`` the outer IEEE 802.1p PCP (and
+    /// DEI where the domain honours it), for ``Field/exp`` the EXP of the top
+    /// MPLS label.
+    case field(Field)
+
     /// Trust the DSCP.
-    case dscp
+    public static let dscp = TrustMode.field(.dscp)
     /// Trust the IP precedence.
-    case ipPrecedence
+    public static let ipPrecedence = TrustMode.field(.ipPrecedence)
     /// Trust the outer IEEE 802.1p PCP (and DEI where the domain honours it).
-    case dot1p
+    public static let dot1p = TrustMode.field(.dot1p)
     /// Trust the EXP of the top MPLS label.
-    case exp
+    public static let exp = TrustMode.field(.exp)
+
+    /// `none`, then one mode per field in ``Field`` order.
+    public static let allCases: [TrustMode] = [.none] + Field.allCases.map(TrustMode.field)
 
     /// The field this mode reads, or nil for `none`.
+    @inlinable
     public var field: Field? {
         switch self {
         case .none: nil
-        case .dscp: .dscp
-        case .ipPrecedence: .ipPrecedence
-        case .dot1p: .dot1p
-        case .exp: .exp
+        case .field(let f): f
         }
     }
 
@@ -28,21 +37,19 @@ public enum TrustMode: UInt8, CaseIterable, Sendable, CustomStringConvertible {
     /// The name.
     public var description: String { name }
 
-    /// Looks a mode up by name or any field alias.
+    /// Looks a mode up by `none` (or `untrusted`), or any field name or alias,
+    /// case-insensitively; nil when unknown.
     public init?(name: some StringProtocol) {
-        if name.lowercased() == "none" || name.lowercased() == "untrusted" {
+        let lower = name.lowercased()
+        if lower == "none" || lower == "untrusted" {
             self = .none
-            return
-        }
-        guard let field = Field(name: name) else { return nil }
-        switch field {
-        case .dscp: self = .dscp
-        case .ipPrecedence: self = .ipPrecedence
-        case .dot1p: self = .dot1p
-        case .exp: self = .exp
+        } else if let field = Field(name: lower) {
+            self = .field(field)
+        } else {
+            return nil
         }
     }
 
-    /// The allowed names, for error messages.
-    public static let allowedNames = "none, dscp, ip-precedence, 8021p, exp"
+    /// The allowed names, for error messages: `none, dscp, ip-precedence, 8021p, exp`.
+    public static let allowedNames = allCases.map(\.name).joined(separator: ", ")
 }
