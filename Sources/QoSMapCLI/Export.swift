@@ -4,7 +4,7 @@ import QoSMapTables
 
 extension QoSMapCommand {
     /// `qosmap export nft`: nftables rules that set DSCP from qosmapd's mark.
-    struct Export: ParsableCommand {
+    struct Export: TextCommand {
         static let configuration = CommandConfiguration(
             commandName: "export",
             abstract:
@@ -40,7 +40,7 @@ extension QoSMapCommand {
             }
         }
 
-        func run() throws {
+        func standardOutput() throws -> String {
             guard let m = parseInteger(Substring(mask)), let m32 = UInt32(exactly: m) else {
                 throw UsageError("invalid --mask '\(mask)'; allowed: a 32-bit value such as 0x3f")
             }
@@ -52,9 +52,7 @@ extension QoSMapCommand {
             }
             let set = try tableOptions.load()
             let d = try resolveDomain(domain, in: set)
-            print(
-                Self.nftRules(domain: d, encoding: encoding, table: table, priority: priority), terminator: ""
-            )
+            return Self.nftRules(domain: d, encoding: encoding, table: table, priority: priority)
         }
 
         static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }

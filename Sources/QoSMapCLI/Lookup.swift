@@ -23,8 +23,8 @@ extension QoSMapCommand {
         @Argument(help: "The field's value, or the service class for 'class'.")
         var value: String
 
-        @Option(name: .long, help: "The color for an outbound lookup (green, yellow, red).")
-        var color: String = "green"
+        @Option(name: .long, help: "The color for an outbound lookup.")
+        var color: Color = .green
 
         @Option(name: .long, help: "The DS domain.")
         var domain: String = "default"
@@ -51,10 +51,7 @@ extension QoSMapCommand {
                     throw UsageError(
                         "unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
                 }
-                guard let c = Color(name: color) else {
-                    throw UsageError("unknown color '\(color)'; allowed: \(Color.allowedNames)")
-                }
-                return .outbound(Treatment(sc, c))
+                return .outbound(Treatment(sc, color))
             }
             guard let field = Field(name: kind) else {
                 throw UsageError(
@@ -68,15 +65,17 @@ extension QoSMapCommand {
         }
 
         func validate() throws {
+            let query: Query
             do {
-                _ = try query()
+                query = try self.query()
             } catch let error as UsageError {
                 throw ValidationError(error.description)
             }
-            if dei, Field(name: kind) != .dot1p {
+            if dei, case .inbound(.dot1p, _) = query {
+            } else if dei {
                 throw ValidationError("--dei applies only to an 8021p lookup, not '\(kind)'")
             }
-            if profile != nil, case .profile = try query() {
+            if profile != nil, case .profile = query {
             } else if profile != nil {
                 throw ValidationError(
                     "--profile applies only to a qci, 5qi, app or service lookup, not '\(kind)'")

@@ -21,7 +21,8 @@ public struct QoSMapCommand: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Lookup.self, Show.self, Domains.self, Validate.self, Profile.self, Remark.self, Export.self,
+            Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
+            Export.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).
@@ -34,29 +35,48 @@ public struct QoSMapCommand: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
             Foundation.exit(0)
-        } catch let error as UsageError {
-            printError("qosmap: error: \(error.description)")
-            Foundation.exit(ExitStatus.usage)
-        } catch let error as DataError {
-            printError(error.description)
-            Foundation.exit(ExitStatus.dataError)
-        } catch let error as UnavailableError {
-            printError("qosmap: error: \(error.description)")
-            Foundation.exit(ExitStatus.unavailable)
         } catch {
+            let report = report(for: error)
+            if report.text.isEmpty {
+            } else if report.status == 0 {
+                print(report.text)
+            } else {
+                printError(report.text)
+            }
+            Foundation.exit(report.status)
+        }
+    }
+
+    /// What the process prints and returns for an error thrown while parsing
+    /// or running a command: `text` goes to stdout when `status` is 0 (`--help`,
+    /// `--version`), else to stderr.
+    static func report(for error: any Error) -> (status: Int32, text: String) {
+        switch error {
+        case let error as UsageError:
+            return (ExitStatus.usage, "qosmap: error: \(error.description)")
+        case let error as DataError:
+            return (ExitStatus.dataError, error.description)
+        case let error as UnavailableError:
+            return (ExitStatus.unavailable, "qosmap: error: \(error.description)")
+        default:
             let code = exitCode(for: error)
             if code == .success {
                 // --help, --version and the like go to stdout.
-                print(fullMessage(for: error))
-                Foundation.exit(0)
+                return (0, fullMessage(for: error))
             }
-            if error is ExitCode {
-                Foundation.exit(code.rawValue)
-            }
+            if error is ExitCode { return (code.rawValue, "") }
             // ArgumentParser's own parse and validation errors: the message
             // line only, which names the token.
-            printError("qosmap: error: \(message(for: error))")
-            Foundation.exit(code == .validationFailure ? ExitStatus.usage : code.rawValue)
+            return (
+                code == .validationFailure ? ExitStatus.usage : code.rawValue,
+                "qosmap: error: \(oneLine(message(for: error)))"
+            )
         }
+    }
+
+    /// ArgumentParser lists six or more allowed values as bullets on lines of
+    /// their own; every qosmap error is one line, so they are joined with commas.
+    static func oneLine(_ message: String) -> String {
+        message.replacingOccurrences(of: ":\n  - ", with: ": ").replacingOccurrences(of: "\n  - ", with: ", ")
     }
 }

@@ -7,7 +7,7 @@ import QoSMapTables
 
 extension QoSMapCommand {
     /// `qosmap remark --in IN --out OUT`: rewrite the markings of a capture file.
-    struct Remark: ParsableCommand {
+    struct Remark: TextCommand {
         static let configuration = CommandConfiguration(
             commandName: "remark",
             abstract: "Rewrite the DSCP, 802.1p and MPLS EXP markings of a capture file through a DS domain.",
@@ -30,8 +30,8 @@ extension QoSMapCommand {
         @Option(name: .customLong("out"), help: ArgumentHelp("The pcap file to write.", valueName: "OUT"))
         var output: String
 
-        @Option(name: .long, help: "The trusted field: dscp, ip-precedence, 8021p, exp or none.")
-        var trust: String = "dscp"
+        @Option(name: .long, help: "The trusted field, or none.")
+        var trust: TrustMode = .dscp
 
         @Option(name: .long, help: "The ingress DS domain.")
         var domain: String = "default"
@@ -39,48 +39,26 @@ extension QoSMapCommand {
         @Option(name: .long, help: "The egress DS domain (default: --domain).")
         var egressDomain: String?
 
-        @Option(name: .long, help: "The fields to write, comma-separated: dscp, 8021p, exp (or all).")
-        var rewrite: String = "dscp"
+        @Option(
+            name: .long,
+            help: "The fields to write, comma-separated: dscp, 8021p, exp, or all. (default: dscp)",
+            // ArgumentParser prints the value and the option, then the error's description.
+            transform: { try RewriteFields(parsing: $0) })
+        var rewrite: RewriteFields = .dscp
 
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var outputOptions: OutputOptions
 
-        static func parseRewrite(_ text: String) throws -> RewriteFields {
-            var fields: RewriteFields = []
-            for token in text.split(separator: ",", omittingEmptySubsequences: false) {
-                let t = token.trimmingCharacters(in: .whitespaces)
-                if t.lowercased() == "all" {
-                    fields.formUnion(.all)
-                    continue
-                }
-                switch Field(name: t) {
-                case .dscp: fields.insert(.dscp)
-                case .dot1p: fields.insert(.dot1p)
-                case .exp: fields.insert(.exp)
-                default:
-                    throw ValidationError("invalid --rewrite field '\(t)'; allowed: dscp, 8021p, exp, all")
-                }
-            }
-            return fields
-        }
-
         func validate() throws {
-            guard TrustMode(name: trust) != nil else {
-                throw ValidationError("invalid --trust '\(trust)'; allowed: \(TrustMode.allowedNames)")
-            }
-            _ = try Self.parseRewrite(rewrite)
             if input.isEmpty { throw ValidationError("--in is empty; allowed: a capture file path") }
             if output.isEmpty { throw ValidationError("--out is empty; allowed: a file path") }
         }
 
-        func run() throws {
+        func standardOutput() throws -> String {
             let set = try tableOptions.load()
             let ingress = try resolveDomain(domain, in: set)
             let egress = try resolveDomain(egressDomain ?? domain, in: set)
-            // validate() has checked both.
-            let policy = MarkingPolicy(
-                trust: TrustMode(name: trust) ?? .dscp, ingress: ingress, egress: egress,
-                rewrite: try Self.parseRewrite(rewrite))
+            let policy = MarkingPolicy(trust: trust, ingress: ingress, egress: egress, rewrite: rewrite)
 
             let reader: CaptureReader
             do {
@@ -90,10 +68,9 @@ extension QoSMapCommand {
             }
             let summary = try Self.remarkFile(reader: reader, outputPath: output, policy: policy)
             if outputOptions.json {
-                print(jsonText(summary.json(domain: ingress.name, egress: egress.name, trust: trust)))
-            } else {
-                print(summary.text(domain: ingress.name, egress: egress.name))
+                return jsonText(summary.json(domain: ingress.name, egress: egress.name, trust: trust)) + "\n"
             }
+            return summary.text(domain: ingress.name, egress: egress.name) + "\n"
         }
 
         /// Copies every record of `reader` to `outputPath` (via a temporary file
@@ -214,7 +191,7 @@ struct RemarkSummary {
         var classes: [String: [String: Int]]
     }
 
-    func json(domain: String, egress: String, trust: String) -> JSON {
+    func json(domain: String, egress: String, trust: TrustMode) -> JSON {
         var classes: [String: [String: Int]] = [:]
         for sc in ServiceClass.allCases {
             var row: [String: Int] = [:]
@@ -222,7 +199,7 @@ struct RemarkSummary {
             classes[sc.name] = row
         }
         return JSON(
-            domain: domain, egressDomain: egress, trust: TrustMode(name: trust)?.name ?? trust,
+            domain: domain, egressDomain: egress, trust: trust.name,
             linkType: linkType,
             packets: packets, rewritten: rewritten, unchanged: unchanged, malformed: malformed,
             unsupported: unsupported, malformedTail: malformedTail, classes: classes)

@@ -17,8 +17,8 @@ extension QoSMapCommand {
         @Argument(help: "The domain's name (see 'qosmap domains').")
         var domain: String
 
-        @Option(name: .long, help: "Only this field (dscp, ip-precedence, 8021p, exp).")
-        var field: String?
+        @Option(name: .long, help: "Only this field.")
+        var field: Field?
 
         @Option(name: .long, help: "Only this direction (inbound, outbound).")
         var direction: Direction?
@@ -26,16 +26,10 @@ extension QoSMapCommand {
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
 
-        func validate() throws {
-            if let field, Field(name: field) == nil {
-                throw ValidationError("unknown field '\(field)'; allowed: \(Field.allowedNames)")
-            }
-        }
-
         func run() throws {
             let set = try tableOptions.load()
             let d = try resolveDomain(domain, in: set)
-            let fields = field.flatMap { Field(name: $0) }.map { [$0] } ?? Field.allCases
+            let fields = field.map { [$0] } ?? Field.allCases
             let showIn = direction != .outbound
             let showOut = direction != .inbound
             if output.json {

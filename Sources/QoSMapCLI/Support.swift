@@ -3,41 +3,6 @@ import Foundation
 import QoSMapCore
 import QoSMapTables
 
-/// Bad data (a table file, a capture): reported line by line, exit 65 (EX_DATAERR).
-public struct DataError: Error, CustomStringConvertible {
-    /// One or more lines, each naming the file and the problem.
-    public var description: String
-
-    /// Creates the error.
-    public init(_ description: String) { self.description = description }
-}
-
-/// A command-line token that is wrong: one line, exit 64 (EX_USAGE).
-public struct UsageError: Error, CustomStringConvertible {
-    /// The line naming the token and what is allowed.
-    public var description: String
-
-    /// Creates the error.
-    public init(_ description: String) { self.description = description }
-}
-
-/// A library or service the command needs is missing (libpcap for `remark`):
-/// one line, exit 69 (EX_UNAVAILABLE).
-public struct UnavailableError: Error, CustomStringConvertible {
-    /// The line naming what is missing and how to get it.
-    public var description: String
-
-    /// Creates the error.
-    public init(_ description: String) { self.description = description }
-}
-
-/// Exit statuses from sysexits.h.
-enum ExitStatus {
-    static let usage: Int32 = 64
-    static let dataError: Int32 = 65
-    static let unavailable: Int32 = 69
-}
-
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
 struct TableOptions: ParsableArguments {
     @Option(
@@ -99,12 +64,6 @@ enum TableFiles {
     }
 }
 
-/// `--json`.
-struct OutputOptions: ParsableArguments {
-    @Flag(name: .long, help: "Print JSON instead of text.")
-    var json = false
-}
-
 /// Resolves `--domain`.
 func resolveDomain(_ name: String, in set: TableSet) throws -> DSDomain {
     do {
@@ -112,37 +71,6 @@ func resolveDomain(_ name: String, in set: TableSet) throws -> DSDomain {
     } catch {
         throw UsageError(error.description)
     }
-}
-
-/// Encodes a value as stable, pretty JSON.
-func jsonText(_ value: some Encodable) -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    // Encoding these plain structs cannot fail.
-    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    return String(decoding: data, as: UTF8.self)
-}
-
-/// Pads columns for text tables.
-func table(_ rows: [[String]], indent: String = "") -> String {
-    guard let width = rows.map(\.count).max() else { return "" }
-    var widths = [Int](repeating: 0, count: width)
-    for row in rows {
-        for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
-    }
-    return rows.map { row in
-        var line = indent
-        for (i, cell) in row.enumerated() {
-            line +=
-                i == row.count - 1 ? cell : cell.padding(toLength: widths[i] + 2, withPad: " ", startingAt: 0)
-        }
-        return line
-    }.joined(separator: "\n")
-}
-
-/// Writes a line to standard error.
-func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
 /// Whether a path names an existing directory.

@@ -83,17 +83,17 @@ public enum PacketMarker {
         switch policy.trust {
         case .none:
             break
-        case .dscp:
+        case .field(.dscp):
             if frame.l3 >= 0 { treatment = policy.ingress.classify(.dscp, frame.tos >> 2) }
-        case .ipPrecedence:
+        case .field(.ipPrecedence):
             if frame.l3 >= 0 { treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5) }
-        case .dot1p:
+        case .field(.dot1p):
             if frame.tagCount > 0 {
                 let tci = u8(p, 14)
                 let dei = isSTag(u16(p, 12)) && tci & 0x10 != 0
                 treatment = policy.ingress.classify(pcp: PCP(truncating: tci >> 5), dei: dei)
             }
-        case .exp:
+        case .field(.exp):
             if frame.labelCount > 0 {
                 treatment = policy.ingress.classify(.exp, (u8(p, frame.mplsTop &+ 2) >> 1) & 7)
             }

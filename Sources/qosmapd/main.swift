@@ -21,8 +21,8 @@ struct QoSMapD: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"))
     var config: String?
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "info"
+    @Option(name: .long, help: "The log level.")
+    var logLevel: Logger.Level = .info
 
     @Flag(name: .long, help: "Print the embedded default config and exit.")
     var printDefaultConfig = false
@@ -30,11 +30,23 @@ struct QoSMapD: AsyncParsableCommand {
     @Flag(name: .long, help: "Check the config and tables, then exit (0 if usable, 65 if not).")
     var check = false
 
-    func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError(
-                "invalid --log-level '\(logLevel)'; allowed: trace, debug, info, notice, warning, error, critical"
-            )
+    /// Parses and runs; a bad command-line token is one line on stderr and
+    /// exit 64, without ArgumentParser's usage block.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            // ArgumentParser puts six or more allowed values on lines of their own.
+            let line = message(for: error).replacingOccurrences(of: ":\n  - ", with: ": ")
+                .replacingOccurrences(of: "\n  - ", with: ", ")
+            FileHandle.standardError.write(Data("qosmapd: error: \(line)\n".utf8))
+            exit(withError: ExitCode.validationFailure)
         }
     }
 
@@ -45,10 +57,9 @@ struct QoSMapD: AsyncParsableCommand {
             print(DaemonConfig.embeddedDefault)
             return
         }
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
+        LoggingSystem.bootstrap { [logLevel] label in
             var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
+            h.logLevel = logLevel
             return h
         }
         let registry = PrometheusCollectorRegistry()
@@ -104,3 +115,7 @@ struct QoSMapD: AsyncParsableCommand {
         rules.remove()  // normally done already by RuleService at shutdown
     }
 }
+
+// The conformance lives here, in the executable: the daemon library does not
+// depend on ArgumentParser.
+extension Logger.Level: @retroactive ExpressibleByArgument {}

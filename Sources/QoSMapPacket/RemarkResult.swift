@@ -1,55 +1,5 @@
 import QoSMapCore
 
-/// Which marking fields a remark writes.
-public struct RewriteFields: OptionSet, Sendable, Hashable {
-    /// The bit set.
-    public let rawValue: UInt8
-
-    /// Creates a set from its bits.
-    @inlinable
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
-
-    /// The DSCP of the IPv4 TOS or IPv6 Traffic Class octet (ECN bits are never written).
-    public static let dscp = RewriteFields(rawValue: 1)
-    /// The PCP of every 802.1Q/802.1ad tag, and the DEI of S-tags when the egress domain carries color in DEI.
-    public static let dot1p = RewriteFields(rawValue: 2)
-    /// The EXP (Traffic Class) of the top MPLS label.
-    public static let exp = RewriteFields(rawValue: 4)
-    /// Every field.
-    public static let all: RewriteFields = [.dscp, .dot1p, .exp]
-}
-
-/// What a remark reads, how it maps it and what it writes.
-public struct MarkingPolicy: Sendable {
-    /// The received field that decides class and color.
-    public var trust: TrustMode
-    /// The domain that maps the trusted field to class and color.
-    public var ingress: DSDomain
-    /// The domain that maps class and color to the written fields.
-    public var egress: DSDomain
-    /// The fields written.
-    public var rewrite: RewriteFields
-
-    /// Creates a policy; the egress domain defaults to the ingress domain.
-    public init(
-        trust: TrustMode = .dscp, ingress: DSDomain, egress: DSDomain? = nil, rewrite: RewriteFields = .dscp
-    ) {
-        self.trust = trust
-        self.ingress = ingress
-        self.egress = egress ?? ingress
-        self.rewrite = rewrite
-    }
-}
-
-/// How a buffer handed to ``PacketMarker/remark(_:format:policy:)`` or
-/// ``PacketMarker/classify(_:format:policy:)`` starts.
-public enum PacketFormat: Sendable, Hashable {
-    /// An Ethernet II frame (pcap LINKTYPE_ETHERNET), without FCS.
-    case ethernet
-    /// A bare IPv4 or IPv6 packet, as nfqueue delivers it (pcap LINKTYPE_RAW, IPV4, IPV6).
-    case ip
-}
-
 /// What a remark found and did.
 public struct RemarkResult: Sendable, Hashable {
     /// The outcome of a remark.

@@ -4,7 +4,7 @@ import QoSMapTables
 
 extension QoSMapCommand {
     /// `qosmap profile list|show`: the standards profiles (RFC 4594, 3GPP QCI, ...).
-    struct Profile: ParsableCommand {
+    struct ProfileCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "profile",
             abstract:
@@ -101,7 +101,7 @@ func cellText(_ key: String, _ value: ProfileValue) -> String {
 }
 
 /// Resolves a profile name, listing the valid ones when unknown (exit 64).
-func resolveProfile(_ name: String, in set: TableSet) throws -> QoSMapTables.Profile {
+func resolveProfile(_ name: String, in set: TableSet) throws -> Profile {
     guard let p = set.profiles[name] else {
         throw UsageError(
             "unknown profile '\(name)'; known profiles: \(set.profiles.names.joined(separator: ", "))")

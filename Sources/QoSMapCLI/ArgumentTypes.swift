@@ -1,0 +1,52 @@
+import ArgumentParser
+import QoSMapCore
+import QoSMapPacket
+
+// ArgumentParser parses the vocabulary types directly, so a bad token fails at
+// parse time with the allowed names, and no command re-parses a string later.
+// The conformances live here, not in QoSMapCore, which must not depend on
+// ArgumentParser.
+
+extension Field: ExpressibleByArgument {
+    /// Parses a field name or alias, case-insensitively (``Field/init(name:)``).
+    public init?(argument: String) { self.init(name: argument) }
+
+    /// The canonical names, listed in help and in the error for a bad value.
+    public static var allValueStrings: [String] { allCases.map(\.name) }
+
+    /// The canonical name.
+    public var defaultValueDescription: String { name }
+}
+
+extension TrustMode: ExpressibleByArgument {
+    /// Parses `none` or a field name or alias (``TrustMode/init(name:)``).
+    public init?(argument: String) { self.init(name: argument) }
+
+    /// The canonical names, listed in help and in the error for a bad value.
+    public static var allValueStrings: [String] { allCases.map(\.name) }
+
+    /// The canonical name.
+    public var defaultValueDescription: String { name }
+}
+
+extension ServiceClass: ExpressibleByArgument {
+    /// Parses a class name, case-insensitively (``ServiceClass/init(name:)``).
+    public init?(argument: String) { self.init(name: argument) }
+
+    /// The canonical names, listed in help and in the error for a bad value.
+    public static var allValueStrings: [String] { allCases.map(\.name) }
+
+    /// The canonical name.
+    public var defaultValueDescription: String { name }
+}
+
+extension Color: ExpressibleByArgument {
+    /// Parses a color name, case-insensitively (``Color/init(name:)``).
+    public init?(argument: String) { self.init(name: argument) }
+
+    /// The canonical names, listed in help and in the error for a bad value.
+    public static var allValueStrings: [String] { allCases.map(\.name) }
+
+    /// The canonical name.
+    public var defaultValueDescription: String { name }
+}

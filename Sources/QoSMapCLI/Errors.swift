@@ -1,0 +1,34 @@
+/// Bad data (a table file, a capture): reported line by line, exit 65 (EX_DATAERR).
+public struct DataError: Error, CustomStringConvertible {
+    /// One or more lines, each naming the file and the problem.
+    public var description: String
+
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// A command-line token that is wrong: one line, exit 64 (EX_USAGE).
+public struct UsageError: Error, CustomStringConvertible {
+    /// The line naming the token and what is allowed.
+    public var description: String
+
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// A library or service the command needs is missing (libpcap for `remark`):
+/// one line, exit 69 (EX_UNAVAILABLE).
+public struct UnavailableError: Error, CustomStringConvertible {
+    /// The line naming what is missing and how to get it.
+    public var description: String
+
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// Exit statuses from sysexits.h.
+enum ExitStatus {
+    static let usage: Int32 = 64
+    static let dataError: Int32 = 65
+    static let unavailable: Int32 = 69
+}

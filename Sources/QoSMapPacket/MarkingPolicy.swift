@@ -1,0 +1,23 @@
+import QoSMapCore
+
+/// What a remark reads, how it maps it and what it writes.
+public struct MarkingPolicy: Sendable {
+    /// The received field that decides class and color.
+    public var trust: TrustMode
+    /// The domain that maps the trusted field to class and color.
+    public var ingress: DSDomain
+    /// The domain that maps class and color to the written fields.
+    public var egress: DSDomain
+    /// The fields written.
+    public var rewrite: RewriteFields
+
+    /// Creates a policy; the egress domain defaults to the ingress domain.
+    public init(
+        trust: TrustMode = .dscp, ingress: DSDomain, egress: DSDomain? = nil, rewrite: RewriteFields = .dscp
+    ) {
+        self.trust = trust
+        self.ingress = ingress
+        self.egress = egress ?? ingress
+        self.rewrite = rewrite
+    }
+}
