@@ -33,11 +33,9 @@ extension TableLoader {
         var sources: [TableSource] = []
         var unreadable: [TableDiagnostic] = []
         for dir in dirs {
-            do {
-                sources += try self.sources(inDirectory: dir)
-            } catch {
-                unreadable += error.diagnostics
-            }
+            let read = readDirectory(dir)
+            sources += read.sources
+            unreadable += read.unreadable
         }
         if sources.isEmpty && unreadable.isEmpty { return base }
         func sorted(_ d: [TableDiagnostic]) -> TableLoadError {
@@ -57,11 +55,19 @@ extension TableLoader {
     /// - Throws: ``TableLoadError`` naming the directory when it cannot be
     ///   listed (with the errno text), or naming every file that cannot be read.
     public static func sources(inDirectory dir: String) throws(TableLoadError) -> [TableSource] {
+        let read = readDirectory(dir)
+        guard read.unreadable.isEmpty else { throw TableLoadError(read.unreadable) }
+        return read.sources
+    }
+
+    /// The readable table files of a directory, and a diagnostic for each
+    /// file (or the directory) that cannot be read.
+    static func readDirectory(_ dir: String) -> (sources: [TableSource], unreadable: [TableDiagnostic]) {
         let names: [String]
         do {
             names = try tableFileNames(in: dir)
         } catch {
-            throw TableLoadError([failure(dir, "cannot read table directory", errno: error.code)])
+            return ([], [failure(dir, "cannot read table directory", errno: error.code)])
         }
         var sources: [TableSource] = []
         var unreadable: [TableDiagnostic] = []
@@ -73,8 +79,7 @@ extension TableLoader {
                 unreadable += error.diagnostics
             }
         }
-        guard unreadable.isEmpty else { throw TableLoadError(unreadable) }
-        return sources
+        return (sources, unreadable)
     }
 
     /// Reads one table file. A read error names the errno (EACCES, EISDIR…),
