@@ -65,8 +65,7 @@ extension QoSMapCommand {
                 rows.append(
                     [sc.name]
                         + Color.allCases.map { c in
-                            let v = d.mark(f, for: Treatment(sc, c))
-                            return f == .dscp ? DSCP(truncating: v).description : "\(v)"
+                            d.mark(f, for: Treatment(sc, c)).description
                         })
             }
             return "outbound service class and color -> \(f.name)\n" + table(rows, indent: "  ")
@@ -113,9 +112,9 @@ struct ShowJSON: Encodable {
             for f in fields {
                 map[f.name] = ServiceClass.allCases.map { sc in
                     OutboundRow(
-                        serviceClass: sc.name, green: Int(d.mark(f, for: Treatment(sc, .green))),
-                        yellow: Int(d.mark(f, for: Treatment(sc, .yellow))),
-                        red: Int(d.mark(f, for: Treatment(sc, .red))))
+                        serviceClass: sc.name, green: Int(d.mark(f, for: Treatment(sc, .green)).rawValue),
+                        yellow: Int(d.mark(f, for: Treatment(sc, .yellow)).rawValue),
+                        red: Int(d.mark(f, for: Treatment(sc, .red)).rawValue))
                 }
             }
             self.outbound = map
@@ -189,16 +188,11 @@ extension QoSMapCommand {
                     unreadable.append(e.description)
                 }
             }
-            let result = TableLoader.load(sources)
             var lines = unreadable
-            switch result {
-            case .success(let set):
-                lines += set.warnings.map(\.description)
-            case .failure(let error):
-                lines += error.diagnostics.map(\.description)
-            }
-            if case .failure = result {
-                throw DataError(lines.joined(separator: "\n"))
+            do {
+                lines += try TableLoader.load(sources).warnings.map(\.description)
+            } catch {
+                throw DataError((lines + error.diagnostics.map(\.description)).joined(separator: "\n"))
             }
             if !unreadable.isEmpty { throw DataError(lines.joined(separator: "\n")) }
             for line in lines { printError(line) }

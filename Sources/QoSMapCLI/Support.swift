@@ -13,9 +13,7 @@ struct TableOptions: ParsableArguments {
     var noSystemTables = false
 
     /// The system directory; QOSMAP_DOMAINS_DIR overrides it for tests and packagers.
-    static var systemDirectory: String {
-        ProcessInfo.processInfo.environment["QOSMAP_DOMAINS_DIR"] ?? "/etc/qosmap/domains.d"
-    }
+    static var systemDirectory: String { TableLoader.systemDirectory }
 
     func validate() throws {
         for dir in tables {
@@ -29,38 +27,33 @@ struct TableOptions: ParsableArguments {
     /// Loads the built-ins plus every user directory. Without `profiles` only
     /// the built-in domains are parsed, which keeps start-up short.
     func load(profiles: Bool = false) throws -> TableSet {
-        var dirs: [String] = []
-        if !noSystemTables, isDirectory(Self.systemDirectory) {
-            dirs.append(Self.systemDirectory)
-        }
-        dirs += tables
-        let sources = try dirs.flatMap { try TableFiles.sources(inDirectory: $0) }
-        let base = profiles ? TableLoader.builtIn : TableLoader.builtInDomains
-        if sources.isEmpty { return base }
-        switch TableLoader.load(sources, onto: base) {
-        case .success(let set): return set
-        case .failure(let error): throw DataError(error.description)
+        do {
+            return try TableLoader.load(
+                directories: tables, systemDirectory: noSystemTables ? nil : Self.systemDirectory,
+                profiles: profiles)
+        } catch {
+            throw DataError(error.description)
         }
     }
 }
 
-/// Reads table files from disk.
+/// Reads table files from disk through ``TableLoader``, so that the CLI and the
+/// daemon report an unreadable file with the same text.
 enum TableFiles {
     static func sources(inDirectory dir: String) throws -> [TableSource] {
-        let names = try FileManager.default.contentsOfDirectory(atPath: dir)
-            .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }
-            .sorted()
-        return try names.map { try source(atPath: (dir as NSString).appendingPathComponent($0)) }
+        do {
+            return try TableLoader.sources(inDirectory: dir)
+        } catch {
+            throw DataError(error.description)
+        }
     }
 
     static func source(atPath path: String) throws -> TableSource {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw DataError("\(path): cannot read file")
+        do {
+            return try TableLoader.source(atPath: path)
+        } catch {
+            throw DataError(error.description)
         }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw DataError("\(path):1:1: file is not UTF-8 text")
-        }
-        return TableSource(path: path, text: text)
     }
 }
 

@@ -23,7 +23,7 @@ public enum CodepointError: Error, Equatable, Sendable, CustomStringConvertible 
 /// Parses decimal, `0x..` hexadecimal or `0b..` binary text into an integer.
 ///
 /// Returns nil for anything else, including an empty string or a sign.
-public func parseInteger(_ text: Substring) -> Int? {
+package func parseInteger(_ text: Substring) -> Int? {
     var digits = text
     var radix = 10
     if digits.count > 2, digits.hasPrefix("0x") || digits.hasPrefix("0X") {
@@ -173,6 +173,10 @@ public struct DSCP: RawRepresentable, Hashable, Comparable, Sendable, CustomStri
 }
 
 /// A three-bit marking field: IP precedence, IEEE 802.1p PCP or MPLS EXP (TC).
+///
+/// A conforming type stores its value and masks it in ``init(truncating:)``;
+/// everything else (the checked initialisers, parsing, ordering, text) is
+/// shared here.
 public protocol ThreeBitCodepoint: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible
 where RawValue == UInt8 {
     /// The field's name in messages.
@@ -182,6 +186,13 @@ where RawValue == UInt8 {
 }
 
 extension ThreeBitCodepoint {
+    /// Creates a value; nil when `rawValue` is above 7.
+    @inlinable
+    public init?(rawValue: UInt8) {
+        guard rawValue < 8 else { return nil }
+        self.init(truncating: rawValue)
+    }
+
     /// Creates a value from any integer, throwing when it is outside 0–7.
     public init(_ value: Int) throws(CodepointError) {
         guard (0...7).contains(value) else {
@@ -213,11 +224,6 @@ extension ThreeBitCodepoint {
 public struct IPPrecedence: ThreeBitCodepoint {
     /// The precedence, 0–7.
     public let rawValue: UInt8
-    /// Creates a precedence; nil when above 7.
-    public init?(rawValue: UInt8) {
-        guard rawValue < 8 else { return nil }
-        self.rawValue = rawValue
-    }
     /// Creates a precedence from the low three bits of `value`.
     @inlinable
     public init(truncating value: UInt8) { self.rawValue = value & 7 }
@@ -229,11 +235,6 @@ public struct IPPrecedence: ThreeBitCodepoint {
 public struct PCP: ThreeBitCodepoint {
     /// The priority code point, 0–7.
     public let rawValue: UInt8
-    /// Creates a PCP; nil when above 7.
-    public init?(rawValue: UInt8) {
-        guard rawValue < 8 else { return nil }
-        self.rawValue = rawValue
-    }
     /// Creates a PCP from the low three bits of `value`.
     @inlinable
     public init(truncating value: UInt8) { self.rawValue = value & 7 }
@@ -245,11 +246,6 @@ public struct PCP: ThreeBitCodepoint {
 public struct MPLSEXP: ThreeBitCodepoint {
     /// The traffic class, 0–7.
     public let rawValue: UInt8
-    /// Creates an EXP value; nil when above 7.
-    public init?(rawValue: UInt8) {
-        guard rawValue < 8 else { return nil }
-        self.rawValue = rawValue
-    }
     /// Creates an EXP value from the low three bits of `value`.
     @inlinable
     public init(truncating value: UInt8) { self.rawValue = value & 7 }

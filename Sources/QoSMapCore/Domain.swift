@@ -149,25 +149,33 @@ public struct DSDomain: Sendable, Equatable {
 
     // MARK: Outbound
 
-    /// The raw value a field is written with for a class and color.
+    /// The value a field is written with for a class and color; for a field
+    /// known at compile time use ``dscp(for:)``, ``precedence(for:)``,
+    /// ``pcp(for:)`` or ``exp(for:)``.
     @inlinable
-    public func mark(_ field: Field, for treatment: Treatment) -> UInt8 {
+    public func mark(_ field: Field, for treatment: Treatment) -> FieldValue {
+        FieldValue(field, truncating: raw(field, for: treatment))
+    }
+
+    /// An outbound cell's byte; in range for its field by construction.
+    @inlinable
+    func raw(_ field: Field, for treatment: Treatment) -> UInt8 {
         outbound[Int(field.rawValue) &* 24 &+ treatment.cellIndex]
     }
 
     /// The DSCP written for a class and color (table 2 in the default domain).
     @inlinable
-    public func dscp(for treatment: Treatment) -> DSCP { DSCP(unchecked: mark(.dscp, for: treatment)) }
+    public func dscp(for treatment: Treatment) -> DSCP { DSCP(unchecked: raw(.dscp, for: treatment)) }
 
     /// The IP precedence written for a class and color (table 4).
     @inlinable
     public func precedence(for treatment: Treatment) -> IPPrecedence {
-        IPPrecedence(truncating: mark(.ipPrecedence, for: treatment))
+        IPPrecedence(truncating: raw(.ipPrecedence, for: treatment))
     }
 
     /// The PCP written for a class and color (tables 4 and 7).
     @inlinable
-    public func pcp(for treatment: Treatment) -> PCP { PCP(truncating: mark(.dot1p, for: treatment)) }
+    public func pcp(for treatment: Treatment) -> PCP { PCP(truncating: raw(.dot1p, for: treatment)) }
 
     /// The DEI written on an S-tag for a class and color: set for yellow and red
     /// when the domain carries color in DEI, clear otherwise (table 5).
@@ -178,7 +186,7 @@ public struct DSDomain: Sendable, Equatable {
 
     /// The MPLS EXP written for a class and color (table 4).
     @inlinable
-    public func exp(for treatment: Treatment) -> MPLSEXP { MPLSEXP(truncating: mark(.exp, for: treatment)) }
+    public func exp(for treatment: Treatment) -> MPLSEXP { MPLSEXP(truncating: raw(.exp, for: treatment)) }
 
     /// Whether two domains map every cell alike (names and origins aside).
     public func hasSameMaps(as other: DSDomain) -> Bool {
@@ -253,9 +261,11 @@ public struct DomainBuilder: Sendable {
         outbound[Int(field.rawValue) * 24 + treatment.cellIndex] != DomainBuilder.undefined
     }
 
-    /// The undefined cells of one field, as `inbound dscp 5` / `outbound exp AF1/red`.
-    public func missingCells(_ field: Field) -> (inbound: [UInt8], outbound: [Treatment]) {
+    /// The undefined cells of one field: the received values with no class
+    /// and color, and the classes and colors with no value to write.
+    public func missingCells(_ field: Field) -> (inbound: [FieldValue], outbound: [Treatment]) {
         let ins = (0..<field.valueCount).map(UInt8.init).filter { !hasInbound(field, $0) }
+            .map { FieldValue(field, truncating: $0) }
         let outs = Treatment.allCells.filter { !hasOutbound(field, $0) }
         return (ins, outs)
     }
@@ -265,7 +275,7 @@ public struct DomainBuilder: Sendable {
         var missing: [String] = []
         for field in Field.allCases {
             let (ins, outs) = missingCells(field)
-            missing += ins.map { "inbound \(field.name) \($0)" }
+            missing += ins.map { "inbound \(field.name) \($0.rawValue)" }
             missing += outs.map { "outbound \(field.name) \($0)" }
         }
         guard missing.isEmpty else { throw .incomplete(missing) }

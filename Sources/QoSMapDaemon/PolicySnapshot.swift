@@ -19,9 +19,7 @@ public final class PolicySnapshot: Sendable {
 
     /// The system table directory, as the CLI's: `/etc/qosmap/domains.d`, or
     /// `QOSMAP_DOMAINS_DIR` when set (for tests and packagers).
-    public static var systemTablesDirectory: String {
-        ProcessInfo.processInfo.environment["QOSMAP_DOMAINS_DIR"] ?? "/etc/qosmap/domains.d"
-    }
+    public static var systemTablesDirectory: String { TableLoader.systemDirectory }
 
     /// Loads the system table directory (unless `system-tables: false`; a
     /// missing one is skipped, as by the CLI), then the config's table
@@ -30,31 +28,13 @@ public final class PolicySnapshot: Sendable {
     public init(
         config: DaemonConfig, generation: Int, systemDirectory: String = PolicySnapshot.systemTablesDirectory
     ) throws(ConfigError) {
-        var dirs = config.tables
-        var isDir: ObjCBool = false
-        if config.systemTables, FileManager.default.fileExists(atPath: systemDirectory, isDirectory: &isDir),
-            isDir.boolValue
-        {
-            dirs.insert(systemDirectory, at: 0)
-        }
-        var sources: [TableSource] = []
-        for dir in dirs {
-            let names: [String]
-            do {
-                names = try FileManager.default.contentsOfDirectory(atPath: dir)
-                    .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
-            } catch {
-                throw ConfigError(file: dir, "cannot read table directory: \(error.localizedDescription)")
-            }
-            for name in names {
-                let path = (dir as NSString).appendingPathComponent(name)
-                sources.append(TableSource(path: path, text: try Self.readTable(path)))
-            }
-        }
         let tables: TableSet
-        switch TableLoader.load(sources, onto: TableLoader.builtInDomains) {
-        case .success(let t): tables = t
-        case .failure(let e): throw ConfigError(e.diagnostics)
+        do {
+            tables = try TableLoader.load(
+                directories: config.tables, systemDirectory: config.systemTables ? systemDirectory : nil,
+                profiles: false)
+        } catch {
+            throw ConfigError(error.diagnostics)
         }
         var unknown: [TableDiagnostic] = []
         for ref in config.domainReferences where tables.domains[ref.message] == nil {
@@ -81,32 +61,6 @@ public final class PolicySnapshot: Sendable {
         }
         inbound = ins
         outbound = outs
-    }
-
-    /// A table file's text; a read error names the errno (EACCES, EISDIR…),
-    /// and only invalid bytes are reported as not UTF-8.
-    static func readTable(_ path: String) throws(ConfigError) -> String {
-        func failure(_ e: Int32) -> ConfigError {
-            ConfigError(file: path, "cannot read table file: \(String(cString: strerror(e))) (errno \(e))")
-        }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw failure(errno) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure(errno)
-            }
-            bytes += chunk[..<n]
-        }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ConfigError(file: path, "table file is not UTF-8 text")
-        }
-        return text
     }
 
     /// The marking policy for a packet from `input` to `output` (interface names, nil if unknown).

@@ -51,6 +51,16 @@ public enum PacketMarker {
         return mark(p, buffer.count, format, policy, write: true)
     }
 
+    /// Remarks a packet held in an array, in place: the same as
+    /// ``remark(_:format:policy:)`` on the array's bytes, for callers that
+    /// hold no raw buffer.
+    @inlinable
+    public static func remark(_ packet: inout [UInt8], format: PacketFormat, policy: MarkingPolicy)
+        -> RemarkResult
+    {
+        packet.withUnsafeMutableBytes { remark($0, format: format, policy: policy) }
+    }
+
     /// Classifies without writing: the same parser, checks and decisions as
     /// ``remark(_:format:policy:)``, and the same result that call would return
     /// (`.rewritten` meaning a remark would change a byte), but the buffer is

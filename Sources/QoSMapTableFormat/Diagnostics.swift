@@ -1,5 +1,7 @@
 import QoSMapCore
-import Yams
+// `package`: YAMLContext, which takes Yams nodes, is shared with the daemon's
+// config parser; nothing public exposes Yams.
+package import Yams
 
 /// One problem found in a table file, reported as `file:line:column: message`.
 public struct TableDiagnostic: Error, Equatable, Sendable, CustomStringConvertible {
@@ -52,27 +54,27 @@ public struct TableLoadError: Error, Sendable, CustomStringConvertible {
 /// Walks a composed YAML document and collects positioned diagnostics; shared
 /// by the table loader and the daemon's config parser so that every YAML file
 /// the project reads reports problems the same way.
-public struct YAMLContext {
+package struct YAMLContext {
     /// The file's path, as shown in diagnostics.
-    public let file: String
+    package let file: String
     /// The problems found so far, in the order found.
-    public var diagnostics: [TableDiagnostic] = []
+    package var diagnostics: [TableDiagnostic] = []
 
     /// Starts a context for one file.
-    public init(file: String) { self.file = file }
+    package init(file: String) { self.file = file }
 
     /// Whether any error (not just a warning) was recorded.
-    public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+    package var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 
     /// Records an error at a node's position (1:1 when it has none).
-    public mutating func error(_ node: Node?, _ message: String) {
+    package mutating func error(_ node: Node?, _ message: String) {
         let mark = node?.mark
         diagnostics.append(
             TableDiagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
     }
 
     /// Records a warning at a node's position.
-    public mutating func warning(_ node: Node?, _ message: String) {
+    package mutating func warning(_ node: Node?, _ message: String) {
         let mark = node?.mark
         diagnostics.append(
             TableDiagnostic(
@@ -82,7 +84,7 @@ public struct YAMLContext {
 
     /// Composes the text, turning a YAML syntax error into a diagnostic. An
     /// empty document is an error unless `allowEmpty`, when it yields nil alone.
-    public mutating func compose(_ text: String, allowEmpty: Bool = false) -> Node? {
+    package mutating func compose(_ text: String, allowEmpty: Bool = false) -> Node? {
         do {
             // The basic resolver: every scalar is read as text by this loader, and the
             // default resolver's regular expressions cost milliseconds at start-up.
@@ -135,7 +137,7 @@ public struct YAMLContext {
     }
 
     /// A scalar's text, or a diagnostic naming what was expected.
-    public mutating func scalar(_ node: Node, _ what: String) -> String? {
+    package mutating func scalar(_ node: Node, _ what: String) -> String? {
         guard case .scalar(let s) = node else {
             error(node, "expected \(what), found a \(node.kindName)")
             return nil
@@ -144,7 +146,7 @@ public struct YAMLContext {
     }
 
     /// A mapping's pairs, with duplicate keys reported.
-    public mutating func mapping(_ node: Node, _ what: String) -> [(key: Node, value: Node, name: String)]? {
+    package mutating func mapping(_ node: Node, _ what: String) -> [(key: Node, value: Node, name: String)]? {
         guard case .mapping(let m) = node else {
             error(node, "expected \(what) (a mapping), found a \(node.kindName)")
             return nil
@@ -168,7 +170,7 @@ public struct YAMLContext {
     }
 
     /// Checks a mapping's keys against an allowed list.
-    public mutating func checkKeys(
+    package mutating func checkKeys(
         _ pairs: [(key: Node, value: Node, name: String)], allowed: [String], in what: String
     ) {
         for p in pairs where !allowed.contains(p.name) {
@@ -177,7 +179,7 @@ public struct YAMLContext {
     }
 
     /// A `true`/`false` scalar (also `yes`/`no`, `on`/`off`).
-    public mutating func bool(_ node: Node, _ what: String) -> Bool? {
+    package mutating func bool(_ node: Node, _ what: String) -> Bool? {
         guard let s = scalar(node, what) else { return nil }
         switch s.lowercased() {
         case "true", "yes", "on": return true
@@ -189,7 +191,7 @@ public struct YAMLContext {
     }
 
     /// An integer scalar (decimal, `0x`, `0b`) within a range.
-    public mutating func integer(_ node: Node, _ what: String, _ range: ClosedRange<Int>) -> Int? {
+    package mutating func integer(_ node: Node, _ what: String, _ range: ClosedRange<Int>) -> Int? {
         guard let s = scalar(node, what) else { return nil }
         guard let v = parseInteger(Substring(s)), range.contains(v) else {
             error(node, "invalid \(what) '\(s)'; allowed: \(range.lowerBound)-\(range.upperBound)")

@@ -1,5 +1,5 @@
 import QoSMapCore
-import Yams
+internal import Yams
 
 /// A parsed but not yet resolved domain file: its cells keep their source
 /// positions so that the import step can still report them.

@@ -1,5 +1,5 @@
 import QoSMapCore
-import Yams
+internal import Yams
 
 /// One table file's path and text.
 public struct TableSource: Sendable, Equatable {
@@ -35,19 +35,26 @@ public struct TableSet: Sendable {
 /// Loads domain and profile files: parses them with positions, resolves `import`, applies
 /// overrides to editable domains and checks that every map is total.
 public enum TableLoader {
-    /// Loads files on top of a base set (normally `TableLoader.builtIn` from
-    /// QoSMapTables, which also offers an overload that defaults to it).
+    /// Loads user files on top of a base set (normally `TableLoader.builtIn`
+    /// from QoSMapTables, which also offers an overload that defaults to it).
     ///
     /// All files are checked and every problem is reported; nothing from a
-    /// failing batch is applied.
-    public static func load(
-        _ sources: [TableSource], onto base: TableSet,
-        origin: (String) -> DomainOrigin = { .file($0) }
-    ) -> Result<TableSet, TableLoadError> {
+    /// failing batch is applied. Every domain loaded gets origin `.file(path)`.
+    /// - Throws: ``TableLoadError`` with every error and warning, `file:line:column`.
+    public static func load(_ sources: [TableSource], onto base: TableSet) throws(TableLoadError) -> TableSet
+    {
+        try load(sources, onto: base, builtIn: false)
+    }
+
+    /// Loads a batch; with `builtIn` its domains get origin `.builtIn` and its
+    /// profiles are marked built in (only the compiled-in `Tables/` are).
+    package static func load(
+        _ sources: [TableSource], onto base: TableSet, builtIn builtInBatch: Bool
+    ) throws(TableLoadError) -> TableSet {
+        let origin: (String) -> DomainOrigin = { builtInBatch ? .builtIn : .file($0) }
         var diagnostics: [TableDiagnostic] = []
         var documents: [DomainDocument] = []
         var profiles: [(profile: Profile, nameNode: Node, file: String)] = []
-        let builtInBatch = origin("") == .builtIn
         for source in sources {
             var ctx = YAMLContext(file: source.path)
             if let root = ctx.compose(source.text) {
@@ -121,10 +128,10 @@ public enum TableLoader {
         }
         diagnostics.sort { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }
         if diagnostics.contains(where: { $0.severity == .error }) {
-            return .failure(TableLoadError(diagnostics))
+            throw TableLoadError(diagnostics)
         }
         set.warnings += diagnostics
-        return .success(set)
+        return set
     }
 
     static func resolve(
@@ -179,7 +186,7 @@ public enum TableLoader {
                 ctx.error(
                     doc.inboundNodes[field] ?? doc.nameNode,
                     "inbound \(field.name) map of domain '\(doc.name)' is not total; undefined values: "
-                        + rangeText(ins.map(Int.init)))
+                        + rangeText(ins.map { Int($0.rawValue) }))
             }
             if !outs.isEmpty {
                 complete = false

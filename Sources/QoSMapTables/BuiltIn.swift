@@ -14,9 +14,9 @@ extension TableLoader {
     public static let builtIn: TableSet = {
         let sources = EmbeddedTables.files.filter { $0.path.hasPrefix("profiles/") }
             .map { TableSource(path: "Tables/" + $0.path, text: $0.text) }
-        switch load(sources, onto: builtInDomains, origin: { _ in .builtIn }) {
-        case .success(let set): return set
-        case .failure(let error):
+        do {
+            return try load(sources, onto: builtInDomains, builtIn: true)
+        } catch {
             // Only a broken build gets here: the build plugin and the test
             // suite load these same files.
             fatalError("built-in profiles do not load:\n\(error)")
@@ -27,10 +27,26 @@ extension TableLoader {
     ///
     /// All files are checked and every problem is reported; nothing from a
     /// failing batch is applied.
+    /// - Throws: ``TableLoadError`` with every diagnostic, `file:line:column`.
+    public static func load(_ sources: [TableSource]) throws(TableLoadError) -> TableSet {
+        try load(sources, onto: builtIn)
+    }
+
+    /// Loads the built-ins plus table directories: the system directory first
+    /// (skipped when absent), then `directories` in order; see
+    /// ``TableLoader/load(directories:systemDirectory:onto:)``.
+    ///
+    /// - Parameters:
+    ///   - systemDirectory: normally ``TableLoader/systemDirectory``; nil to skip it.
+    ///   - profiles: whether the built-in profiles are included; without them
+    ///     only the compiled-in domains are used, and start-up parses no YAML.
+    /// - Throws: ``TableLoadError`` with every diagnostic, `file:line:column`.
     public static func load(
-        _ sources: [TableSource], origin: (String) -> DomainOrigin = { .file($0) }
-    ) -> Result<TableSet, TableLoadError> {
-        load(sources, onto: builtIn, origin: origin)
+        directories: [String], systemDirectory: String? = TableLoader.systemDirectory, profiles: Bool = true
+    ) throws(TableLoadError) -> TableSet {
+        try load(
+            directories: directories, systemDirectory: systemDirectory,
+            onto: profiles ? builtIn : builtInDomains)
     }
 }
 

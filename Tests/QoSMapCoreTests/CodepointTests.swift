@@ -130,7 +130,20 @@ struct DomainBuilderTests {
     }
 
     @Test func domainSetResolvesNames() throws {
-        let set = DomainSet()
-        #expect(throws: DomainSetError.unknown(name: "x", known: [])) { try set.domain(named: "x") }
+        func domain(_ name: String, _ dscp: UInt8) throws -> DSDomain {
+            var b = DomainBuilder(name: name)
+            for f in Field.allCases {
+                for v in 0..<f.valueCount { b.setInbound(f, UInt8(v), .bestEffort) }
+                for t in Treatment.allCells { b.setOutbound(f, t, dscp) }
+            }
+            return try b.build()
+        }
+        var set = DomainSet([try domain("a", 1), try domain("b", 2)])
+        #expect(try set.domain(named: "b").dscp(for: .bestEffort).rawValue == 2)
+        #expect(throws: DomainSetError.unknown(name: "c", known: ["a", "b"])) { try set.domain(named: "c") }
+        // A later domain of the same name replaces the earlier one in place.
+        set.insert(try domain("a", 3))
+        #expect(set.names == ["a", "b"])
+        #expect(try set.domain(named: "a").dscp(for: .bestEffort).rawValue == 3)
     }
 }

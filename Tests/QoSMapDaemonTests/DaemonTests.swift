@@ -50,15 +50,6 @@ func configErrorsArePositioned(text: String, message: String) {
     #expect(!c.rewriteDSCP)
 }
 
-@Test(arguments: Treatment.allCells)
-func markEncodingRoundTripsAndKeepsOtherBits(t: Treatment) throws {
-    let e = try MarkEncoding(mask: 0xFF00)
-    let m = e.apply(t, to: 0xDEAD_00BE)
-    #expect(m & ~0xFF00 == 0xDEAD_00BE & ~0xFF00)
-    #expect(e.decode(m) == t)
-    #expect(MarkEncoding.default.decode(0) == nil)
-}
-
 /// A bare IPv4/UDP packet with a TOS and a valid UDP checksum of 0 (none).
 func ipv4UDP(tos: UInt8) -> [UInt8] {
     var p: [UInt8] = [

@@ -34,9 +34,8 @@ let checksumOffset: [String: Int] = [
 ]
 
 struct TransportChecksumTests {
-    @Test(arguments: 0..<7)
-    func completesToScapysChecksum(index: Int) {
-        let (name, text) = knownGood[index]
+    @Test(arguments: knownGood)
+    func completesToScapysChecksum(name: String, text: String) {
         let good = hex(text)
         let at = checksumOffset[name]!
         // A partial checksum as the kernel leaves it, and an arbitrary wrong one.

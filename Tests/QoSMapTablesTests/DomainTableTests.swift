@@ -143,21 +143,6 @@ struct DomainTableTests {
         #expect(builtIn.names == ["default", "5p3d"])
     }
 
-    /// Maps are total: every value of every field classifies to a defined
-    /// cell, and every outbound cell is in the field's range.
-    @Test(arguments: ["default", "5p3d"])
-    func totality(name: String) {
-        let d = builtIn[name]!
-        for field in Field.allCases {
-            for t in Treatment.allCells {
-                #expect(Int(d.mark(field, for: t)) <= field.maxValue)
-            }
-            var seen = Set<Treatment>()
-            for v in 0..<field.valueCount { seen.insert(d.classify(field, UInt8(v))) }
-            #expect(!seen.isEmpty)
-        }
-    }
-
     /// Standard PHB code points survive inbound → outbound in the default
     /// domain; class selectors CS1–CS5 land on their class's green code point.
     @Test(arguments: [
@@ -195,9 +180,7 @@ struct DomainTableTests {
 
         // And parsing the files from disk gives the same domains as the binary.
         let sources = onDisk.sorted { $0.key < $1.key }.map { TableSource(path: $0.key, text: $0.value) }
-        let fromDisk = try TableLoader.load(
-            sources, onto: TableSet(domains: DomainSet()), origin: { _ in .builtIn }
-        ).get()
+        let fromDisk = try TableLoader.load(sources, onto: TableSet(domains: DomainSet()), builtIn: true)
         // The domains are compiled to Swift arrays at build time: they must be
         // exactly what the loader makes of the files today.
         #expect(fromDisk.domains.names == EmbeddedTables.domains.map(\.name))

@@ -1,3 +1,4 @@
+import Foundation
 import QoSMapCore
 import QoSMapTables
 import Testing
@@ -5,7 +6,9 @@ import Testing
 /// User profile files: same loader, same positioned diagnostics.
 struct ProfileLoaderTests {
     func load(_ text: String) -> Result<TableSet, TableLoadError> {
-        TableLoader.load([TableSource(path: "user.yaml", text: text)])
+        Result { () throws(TableLoadError) in
+            try TableLoader.load([TableSource(path: "user.yaml", text: text)])
+        }
     }
 
     @Test func userProfileLoads() throws {
@@ -62,8 +65,21 @@ struct ProfileLoaderTests {
         #expect(set.domains["d1"]?.dscp(for: Treatment(.ef, .green)).rawValue == 48)
     }
 
-    @Test func builtInFilesAreTheCompiledOnes() {
-        let files = EmbeddedTables.files.filter { $0.path.hasPrefix("profiles/") }
-        #expect(files.count == 10)
+    /// The compiled-in profiles are what the loader makes of Tables/profiles/
+    /// read from disk through the directory reader the CLI and daemon use.
+    @Test func builtInProfilesAreTheFilesOnDisk() throws {
+        let dir = tablesDirectory.appendingPathComponent("profiles").path
+        let fromDisk = try TableLoader.load(
+            TableLoader.sources(inDirectory: dir), onto: TableSet(domains: DomainSet()), builtIn: true)
+        #expect(!fromDisk.profiles.names.isEmpty)
+        #expect(fromDisk.profiles.names.sorted() == TableLoader.builtIn.profiles.names.sorted())
+        for profile in fromDisk.profiles.profiles {
+            #expect(profile.isBuiltIn)
+            #expect(TableLoader.builtIn.profiles[profile.name] == profile, "profile '\(profile.name)'")
+        }
+        // A user batch never marks its profiles built in.
+        let user = try TableLoader.load(
+            TableLoader.sources(inDirectory: dir), onto: TableSet(domains: DomainSet()))
+        #expect(user.profiles.profiles.allSatisfy { !$0.isBuiltIn })
     }
 }

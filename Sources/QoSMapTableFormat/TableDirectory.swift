@@ -1,0 +1,149 @@
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Musl)
+    internal import Musl
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
+// Reading table files from disk, for the CLI and the daemon alike: one reader,
+// so the same fault gives the same text in both.
+extension TableLoader {
+    /// The system table directory: `/etc/qosmap/domains.d`, or
+    /// `QOSMAP_DOMAINS_DIR` when set (for tests and packagers).
+    public static var systemDirectory: String {
+        getenv("QOSMAP_DOMAINS_DIR").map { String(cString: $0) } ?? "/etc/qosmap/domains.d"
+    }
+
+    /// Loads table directories on top of a base set.
+    ///
+    /// The system directory (when given) is read first and skipped when it is
+    /// not a directory; then each of `directories`, which must exist. In each,
+    /// the `*.yaml` and `*.yml` files are read in name order. Every unreadable
+    /// file and every problem in the readable ones is reported at once, each
+    /// as `file:line:column: message`; nothing from a failing batch is applied.
+    /// - Returns: the base plus what the files define; warnings in
+    ///   ``TableSet/warnings``.
+    /// - Throws: ``TableLoadError`` with every diagnostic, in file order.
+    public static func load(
+        directories: [String], systemDirectory: String? = nil, onto base: TableSet
+    ) throws(TableLoadError) -> TableSet {
+        var dirs = directories
+        if let systemDirectory, isDirectory(systemDirectory) { dirs.insert(systemDirectory, at: 0) }
+        var sources: [TableSource] = []
+        var unreadable: [TableDiagnostic] = []
+        for dir in dirs {
+            let read = readDirectory(dir)
+            sources += read.sources
+            unreadable += read.unreadable
+        }
+        if sources.isEmpty && unreadable.isEmpty { return base }
+        func sorted(_ d: [TableDiagnostic]) -> TableLoadError {
+            TableLoadError(d.sorted { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) })
+        }
+        let set: TableSet
+        do {
+            set = try load(sources, onto: base)
+        } catch {
+            throw sorted(unreadable + error.diagnostics)
+        }
+        guard unreadable.isEmpty else { throw sorted(unreadable + set.warnings) }
+        return set
+    }
+
+    /// Reads the `*.yaml` and `*.yml` files of a directory, in name order.
+    /// - Throws: ``TableLoadError`` naming the directory when it cannot be
+    ///   listed (with the errno text), or naming every file that cannot be read.
+    public static func sources(inDirectory dir: String) throws(TableLoadError) -> [TableSource] {
+        let read = readDirectory(dir)
+        guard read.unreadable.isEmpty else { throw TableLoadError(read.unreadable) }
+        return read.sources
+    }
+
+    /// The readable table files of a directory, and a diagnostic for each
+    /// file (or the directory) that cannot be read.
+    static func readDirectory(_ dir: String) -> (sources: [TableSource], unreadable: [TableDiagnostic]) {
+        let names: [String]
+        do {
+            names = try tableFileNames(in: dir)
+        } catch {
+            return ([], [failure(dir, "cannot read table directory", errno: error.code)])
+        }
+        var sources: [TableSource] = []
+        var unreadable: [TableDiagnostic] = []
+        for name in names {
+            let path = dir.hasSuffix("/") ? dir + name : dir + "/" + name
+            do {
+                sources.append(try source(atPath: path))
+            } catch {
+                unreadable += error.diagnostics
+            }
+        }
+        return (sources, unreadable)
+    }
+
+    /// Reads one table file. A read error names the errno (EACCES, EISDIR…),
+    /// and only invalid bytes are reported as not UTF-8.
+    /// - Throws: ``TableLoadError`` with one diagnostic at `path:1:1`.
+    public static func source(atPath path: String) throws(TableLoadError) -> TableSource {
+        let bytes: [UInt8]
+        do {
+            bytes = try readFile(path)
+        } catch {
+            throw TableLoadError([failure(path, "cannot read table file", errno: error.code)])
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw TableLoadError([
+                TableDiagnostic(file: path, line: 1, column: 1, message: "table file is not UTF-8 text")
+            ])
+        }
+        return TableSource(path: path, text: text)
+    }
+
+    /// An errno from a failed system call.
+    struct SystemError: Error {
+        var code: Int32
+    }
+
+    static func failure(_ path: String, _ what: String, errno code: Int32) -> TableDiagnostic {
+        TableDiagnostic(
+            file: path, line: 1, column: 1,
+            message: "\(what): \(String(cString: strerror(code))) (errno \(code))")
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+    }
+
+    static func tableFileNames(in dir: String) throws(SystemError) -> [String] {
+        guard let handle = opendir(dir) else { throw SystemError(code: errno) }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasSuffix(".yaml") || name.hasSuffix(".yml") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func readFile(_ path: String) throws(SystemError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError(code: errno) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError(code: errno)
+            }
+            bytes += chunk[..<n]
+        }
+        return bytes
+    }
+}
