@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
@@ -51,7 +52,12 @@ let package = Package(
 
         // Layer 4: typed Swift wrappers over the C libraries.
         .target(name: "QoSMapCapture", dependencies: ["CPcap"]),
-        .target(name: "NFQueue", dependencies: ["CNetfilterQueue", "CMnl", "CQoSMapShim"]),
+        .target(
+            name: "NFQueue",
+            dependencies: [
+                "CNetfilterQueue", "CMnl", "CQoSMapShim",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]),
 
         // Layer 5: the CLI (commands in a library so tests can drive them) and the daemon.
         .target(
@@ -94,7 +100,8 @@ let package = Package(
         .testTarget(name: "QoSMapCoreTests", dependencies: ["QoSMapCore"]),
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),
         .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
-        .testTarget(name: "NFQueueTests", dependencies: ["NFQueue"]),
+        .testTarget(
+            name: "NFQueueTests", dependencies: ["NFQueue", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(
             name: "QoSMapDaemonTests",
             dependencies: [

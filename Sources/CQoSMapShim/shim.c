@@ -1,9 +1,7 @@
 #include "CQoSMapShim.h"
 #include <arpa/inet.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <linux/netlink.h>
 #include <linux/netfilter.h>
 #include <libmnl/libmnl.h>
@@ -11,11 +9,24 @@
 #include <linux/netfilter/nfnetlink_queue.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 
-#ifndef SOL_NETLINK
-#define SOL_NETLINK 270
-#endif
-
 size_t cqosmap_mnl_socket_buffer_size(void) { return (size_t)MNL_SOCKET_BUFFER_SIZE; }
+
+const uint32_t CQoSMapShim_NFQA_CFG_F_FAIL_OPEN = NFQA_CFG_F_FAIL_OPEN;
+const uint32_t CQoSMapShim_NFQA_CFG_F_CONNTRACK = NFQA_CFG_F_CONNTRACK;
+const uint32_t CQoSMapShim_NFQA_CFG_F_GSO = NFQA_CFG_F_GSO;
+const uint32_t CQoSMapShim_NFQA_CFG_F_UID_GID = NFQA_CFG_F_UID_GID;
+const uint32_t CQoSMapShim_NFQA_CFG_F_SECCTX = NFQA_CFG_F_SECCTX;
+const uint32_t CQoSMapShim_NFQA_SKB_CSUMNOTREADY = NFQA_SKB_CSUMNOTREADY;
+const uint32_t CQoSMapShim_NFQA_SKB_GSO = NFQA_SKB_GSO;
+const uint32_t CQoSMapShim_NFQA_SKB_CSUM_NOTVERIFIED = NFQA_SKB_CSUM_NOTVERIFIED;
+const uint32_t CQoSMapShim_NF_DROP = NF_DROP;
+const uint32_t CQoSMapShim_NF_ACCEPT = NF_ACCEPT;
+const uint32_t CQoSMapShim_NF_REPEAT = NF_REPEAT;
+const uint8_t CQoSMapShim_NFQNL_COPY_NONE = NFQNL_COPY_NONE;
+const uint8_t CQoSMapShim_NFQNL_COPY_META = NFQNL_COPY_META;
+const uint8_t CQoSMapShim_NFQNL_COPY_PACKET = NFQNL_COPY_PACKET;
+const uint8_t CQoSMapShim_NFQNL_CFG_CMD_BIND = NFQNL_CFG_CMD_BIND;
+const uint8_t CQoSMapShim_NFQNL_CFG_CMD_UNBIND = NFQNL_CFG_CMD_UNBIND;
 
 static void parse_packet(const struct nlmsghdr *nlh, struct cqosmap_nfq_packet *p) {
     struct nlattr *attr[NFQA_MAX + 1];
@@ -68,44 +79,28 @@ int cqosmap_nfq_walk(void *buf, size_t len, void *ctx,
     return (count == 0 && remaining > 0) ? -1 : count;
 }
 
-size_t cqosmap_nfq_config(char *buf, uint16_t queue, uint8_t cmd, uint8_t copy_mode, uint32_t copy_range,
-                          uint32_t flags, uint32_t flags_mask, uint32_t maxlen, uint32_t seq, int ack) {
-    struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, queue);
-    nlh->nlmsg_seq = seq;
-    if (ack) nlh->nlmsg_flags |= NLM_F_ACK;
-    if (cmd) {
-        nfq_nlmsg_cfg_put_cmd(nlh, AF_UNSPEC, cmd);
+size_t cqosmap_nfq_put_config(char *buf, const struct cqosmap_nfq_config *c) {
+    struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, c->queue);
+    nlh->nlmsg_seq = c->sequence;
+    if (c->ack) nlh->nlmsg_flags |= NLM_F_ACK;
+    if (c->command) {
+        nfq_nlmsg_cfg_put_cmd(nlh, AF_UNSPEC, c->command);
     } else {
-        nfq_nlmsg_cfg_put_params(nlh, copy_mode, (int)copy_range);
-        if (flags_mask) {
-            mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(flags));
-            mnl_attr_put_u32(nlh, NFQA_CFG_MASK, htonl(flags_mask));
+        nfq_nlmsg_cfg_put_params(nlh, c->copy_mode, (int)c->copy_range);
+        if (c->flags_mask) {
+            mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(c->flags));
+            mnl_attr_put_u32(nlh, NFQA_CFG_MASK, htonl(c->flags_mask));
         }
-        if (maxlen) nfq_nlmsg_cfg_put_qmaxlen(nlh, maxlen);
+        if (c->max_length) nfq_nlmsg_cfg_put_qmaxlen(nlh, c->max_length);
     }
     return nlh->nlmsg_len;
 }
 
-size_t cqosmap_nfq_verdict(char *buf, uint16_t queue, uint32_t id, uint32_t verdict, int batch,
-                           int has_mark, uint32_t mark, int has_priority, uint32_t priority,
-                           const void *payload, uint32_t payload_len) {
-    struct nlmsghdr *nlh = nfq_nlmsg_put(buf, batch ? NFQNL_MSG_VERDICT_BATCH : NFQNL_MSG_VERDICT, queue);
-    nfq_nlmsg_verdict_put(nlh, (int)id, (int)verdict);
-    if (has_mark) nfq_nlmsg_verdict_put_mark(nlh, mark);
-    if (has_priority) mnl_attr_put_u32(nlh, NFQA_PRIORITY, htonl(priority));
-    if (payload && !batch) nfq_nlmsg_verdict_put_pkt(nlh, payload, payload_len);
+size_t cqosmap_nfq_put_verdict(char *buf, const struct cqosmap_nfq_verdict *v) {
+    struct nlmsghdr *nlh = nfq_nlmsg_put(buf, v->batch ? NFQNL_MSG_VERDICT_BATCH : NFQNL_MSG_VERDICT, v->queue);
+    nfq_nlmsg_verdict_put(nlh, (int)v->id, (int)v->verdict);
+    if (v->has_mark) nfq_nlmsg_verdict_put_mark(nlh, v->mark);
+    if (v->has_priority) mnl_attr_put_u32(nlh, NFQA_PRIORITY, htonl(v->priority));
+    if (v->payload && !v->batch) nfq_nlmsg_verdict_put_pkt(nlh, v->payload, v->payload_len);
     return nlh->nlmsg_len;
-}
-
-int cqosmap_netlink_tune(int fd, int rcvbuf, int no_enobufs) {
-    // Set either way, so a reconfiguration can turn it off again.
-    int on = no_enobufs ? 1 : 0;
-    if (setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof(on)) < 0) return -errno;
-    if (rcvbuf > 0) {
-        // SO_RCVBUFFORCE passes rmem_max with CAP_NET_ADMIN; fall back to SO_RCVBUF without it.
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0 &&
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) < 0)
-            return -errno;
-    }
-    return 0;
 }

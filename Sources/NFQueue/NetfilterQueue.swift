@@ -1,6 +1,7 @@
 import CMnl
 import CNetfilterQueue
 import CQoSMapShim
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -14,6 +15,9 @@ import CQoSMapShim
 /// Wraps libmnl's `mnl_socket_open`, `mnl_socket_bind`, `mnl_socket_recvfrom`,
 /// `mnl_socket_sendto` and libnetfilter_queue's `nfq_nlmsg_*` message builders
 /// (the "new API" of libnetfilter_queue's `examples/nf-queue.c`).
+///
+/// Every system call goes through ``retryingOnInterrupt(_:)``: `EINTR` is
+/// retried, any other errno becomes a ``NetfilterQueueError``.
 ///
 /// A queue is used from one thread. Verdicts for the packets read in one
 /// ``receive(_:)`` (the blocking read plus those already waiting) are collected
@@ -30,7 +34,7 @@ public final class NetfilterQueue {
         /// `NFQNL_MSG_VERDICT` and `NFQNL_MSG_VERDICT_BATCH` messages sent.
         public var messages = 0
         /// `sendto` calls of verdicts retried after a transient error
-        /// (`ENOBUFS`, `ENOMEM`, `EAGAIN`, `EINTR`).
+        /// (`ENOBUFS`, `ENOMEM`, `EAGAIN`; `EINTR` is retried uncounted).
         public var sendRetries = 0
         /// Verdict sends split into smaller ones after `EMSGSIZE` (the socket's
         /// send buffer shrank below what was collected).
@@ -75,22 +79,17 @@ public final class NetfilterQueue {
     ///   (`EPERM` without CAP_NET_ADMIN, `EBUSY` when another process holds the queue).
     public init(configuration: Configuration) throws(NetfilterQueueError) {
         self.configuration = configuration
-        guard let nl = mnl_socket_open(NETLINK_NETFILTER) else {
-            throw NetfilterQueueError(operation: .open, errno: Errno(rawValue: errno))
-        }
-        socket = nl
+        socket = try Self.system(.open) { mnl_socket_open(NETLINK_NETFILTER) }
         // Room for one full 64 KiB (GSO) packet plus netlink headers, and more
         // small packets per recvfrom.
         let size = max(Int(cqosmap_mnl_socket_buffer_size()), 0xFFFF + 4096) * 4
         receiveBuffer = .allocate(byteCount: size, alignment: 16)
         sendBuffer = .allocate(byteCount: size, alignment: 16)
         do throws(NetfilterQueueError) {
-            guard mnl_socket_bind(nl, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
-                throw NetfilterQueueError(operation: .bind, errno: Errno(rawValue: errno))
-            }
-            portID = mnl_socket_get_portid(nl)
+            try Self.system(.bind) { [socket] in mnl_socket_bind(socket, 0, pid_t(MNL_SOCKET_AUTOPID)) }
+            portID = mnl_socket_get_portid(socket)
             try tuneSocket()
-            try command(UInt8(NFQNL_CFG_CMD_BIND.rawValue), operation: .bindQueue)
+            try command(CQoSMapShim_NFQNL_CFG_CMD_BIND, operation: .bindQueue)
             isBound = true
             try configure()
         } catch {
@@ -101,22 +100,64 @@ public final class NetfilterQueue {
 
     deinit { close() }
 
+    /// Runs a system call through ``retryingOnInterrupt(_:)`` and names the
+    /// step in the error.
+    @inline(__always) @discardableResult
+    private static func system<Value: BinaryInteger>(
+        _ operation: NetfilterQueueError.Operation, _ call: () -> Value
+    ) throws(NetfilterQueueError) -> Value {
+        do throws(Errno) {
+            return try retryingOnInterrupt(call)
+        } catch {
+            throw NetfilterQueueError(operation: operation, errno: error)
+        }
+    }
+
+    /// ``system(_:_:)`` for a call that fails with `NULL`.
+    @inline(__always) @discardableResult
+    private static func system<Value>(
+        _ operation: NetfilterQueueError.Operation, _ call: () -> Value?
+    ) throws(NetfilterQueueError) -> Value {
+        do throws(Errno) {
+            return try retryingOnInterrupt(call)
+        } catch {
+            throw NetfilterQueueError(operation: operation, errno: error)
+        }
+    }
+
+    /// `setsockopt(fd, level, name, &value)` for an `Int32` option.
+    private static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32)
+        throws(NetfilterQueueError)
+    {
+        var value = value
+        try system(.setSocketOption) {
+            setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
     /// Applies the socket options of ``configuration``: `NETLINK_NO_ENOBUFS`,
-    /// `SO_RCVBUFFORCE` and the `SO_RCVTIMEO` receive timeout.
+    /// `SO_RCVBUFFORCE` (falling back to `SO_RCVBUF`) and the `SO_RCVTIMEO`
+    /// receive timeout; socket options libmnl leaves to the caller.
     private func tuneSocket() throws(NetfilterQueueError) {
         let fd = mnl_socket_get_fd(socket)
-        let tuned = cqosmap_netlink_tune(
-            fd, Int32(clamping: configuration.receiveBufferSize), configuration.noENOBUFS ? 1 : 0)
-        guard tuned == 0 else {
-            throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: -tuned))
+        // Set either way, so a reconfiguration can turn it off again.
+        try Self.setOption(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, configuration.noENOBUFS ? 1 : 0)
+        if configuration.receiveBufferSize > 0 {
+            // SO_RCVBUFFORCE passes rmem_max with CAP_NET_ADMIN; SO_RCVBUF does without it.
+            let size = Int32(clamping: configuration.receiveBufferSize)
+            do throws(NetfilterQueueError) {
+                try Self.setOption(fd, SOL_SOCKET, SO_RCVBUFFORCE, size)
+            } catch {
+                try Self.setOption(fd, SOL_SOCKET, SO_RCVBUF, size)
+            }
         }
         sendLimit = Self.sendLimit(fd: fd, buffer: sendBuffer.count)
         // A receive timeout lets the owning thread notice a stop request.
         var tv = timeval(
             tv_sec: Int(configuration.receiveTimeoutMilliseconds / 1000),
             tv_usec: Int(configuration.receiveTimeoutMilliseconds % 1000) * 1000)
-        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-            throw NetfilterQueueError(operation: .setSocketOption, errno: Errno(rawValue: errno))
+        try Self.system(.setSocketOption) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         }
     }
 
@@ -153,7 +194,7 @@ public final class NetfilterQueue {
     public func close() {
         guard receiveBuffer.count > 0 else { return }
         if isBound {
-            try? command(UInt8(NFQNL_CFG_CMD_UNBIND.rawValue), operation: .unbindQueue)
+            try? command(CQoSMapShim_NFQNL_CFG_CMD_UNBIND, operation: .unbindQueue)
             isBound = false
         }
         mnl_socket_close(socket)
@@ -164,26 +205,35 @@ public final class NetfilterQueue {
     }
 
     private func command(_ cmd: UInt8, operation: NetfilterQueueError.Operation) throws(NetfilterQueueError) {
-        let len = cqosmap_nfq_config(
-            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), configuration.queueNumber, cmd, 0, 0,
-            0, 0,
-            0, nextSequence(), 1)
+        var message = cqosmap_nfq_config()
+        message.queue = configuration.queueNumber
+        message.command = cmd
+        message.sequence = nextSequence()
+        message.ack = true
+        let len = cqosmap_nfq_put_config(
+            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), &message)
         try sendAndAwaitAck(len, operation: operation)
     }
 
     private func configure(handling body: (inout QueuedPacket) -> Verdict = { _ in .accept })
         throws(NetfilterQueueError)
     {
-        let (mode, range): (UInt8, UInt32) =
-            switch configuration.copyMode {
-            case .none: (UInt8(NFQNL_COPY_NONE.rawValue), 0)
-            case .metadata: (UInt8(NFQNL_COPY_META.rawValue), 0)
-            case .packet(let range): (UInt8(NFQNL_COPY_PACKET.rawValue), range)
-            }
-        let len = cqosmap_nfq_config(
-            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), configuration.queueNumber, 0, mode,
-            range,
-            configuration.flags.rawValue, Flags.all.rawValue, configuration.maximumLength, nextSequence(), 1)
+        var message = cqosmap_nfq_config()
+        message.queue = configuration.queueNumber
+        switch configuration.copyMode {
+        case .none: message.copy_mode = CQoSMapShim_NFQNL_COPY_NONE
+        case .metadata: message.copy_mode = CQoSMapShim_NFQNL_COPY_META
+        case .packet(let range):
+            message.copy_mode = CQoSMapShim_NFQNL_COPY_PACKET
+            message.copy_range = range
+        }
+        message.flags = configuration.flags.rawValue
+        message.flags_mask = Flags.all.rawValue
+        message.max_length = configuration.maximumLength
+        message.sequence = nextSequence()
+        message.ack = true
+        let len = cqosmap_nfq_put_config(
+            sendBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), &message)
         try sendAndAwaitAck(len, operation: .configureQueue, handling: body)
     }
 
@@ -198,15 +248,20 @@ public final class NetfilterQueue {
         _ len: Int, operation: NetfilterQueueError.Operation,
         handling body: (inout QueuedPacket) -> Verdict = { _ in .accept }
     ) throws(NetfilterQueueError) {
-        guard mnl_socket_sendto(socket, sendBuffer.baseAddress, len) >= 0 else {
-            throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
+        try Self.system(operation) { [socket, sendBuffer] in
+            mnl_socket_sendto(socket, sendBuffer.baseAddress, len)
         }
         let want = sequence
         for _ in 0..<64 {
-            let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
-            if n < 0 {
-                if errno == EINTR || errno == ENOBUFS { continue }
-                throw NetfilterQueueError(operation: operation, errno: Errno(rawValue: errno))
+            let n: Int
+            do throws(Errno) {
+                n = try retryingOnInterrupt { [socket, receiveBuffer] in
+                    mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
+                }
+            } catch .noBufferSpace {
+                continue  // packets were lost meanwhile, not our answer
+            } catch {
+                throw NetfilterQueueError(operation: operation, errno: error)
             }
             var remaining = Int32(n)
             var nlh = receiveBuffer.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
@@ -246,32 +301,40 @@ public final class NetfilterQueue {
     ///   means the kernel dropped messages and the queue remains usable.
     @discardableResult
     public func receive(_ body: (inout QueuedPacket) -> Verdict) throws(NetfilterQueueError) -> Int {
-        let n = mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
-        if n < 0 {
-            let e = errno
-            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return 0 }
-            throw NetfilterQueueError(operation: .receive, errno: Errno(rawValue: e))
+        let n: Int
+        do throws(Errno) {
+            n = try retryingOnInterrupt { [socket, receiveBuffer] in
+                mnl_socket_recvfrom(socket, receiveBuffer.baseAddress, receiveBuffer.count)
+            }
+        } catch .resourceTemporarilyUnavailable {
+            return 0  // SO_RCVTIMEO expired (EAGAIN, which is EWOULDBLOCK on Linux)
+        } catch {
+            throw NetfilterQueueError(operation: .receive, errno: error)
         }
         var total = try dispatch(bytes: Int(n), body, flushing: false)
         let fd = mnl_socket_get_fd(socket)
         for _ in 1..<Self.maximumDrain {
             var from = sockaddr_nl()
             var fromLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
-            let m = withUnsafeMutablePointer(to: &from) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(
-                        fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT), $0,
-                        &fromLength)
+            let m: Int
+            do throws(Errno) {
+                m = try retryingOnInterrupt { [receiveBuffer] in
+                    withUnsafeMutablePointer(to: &from) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            recvfrom(
+                                fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT), $0,
+                                &fromLength)
+                        }
+                    }
                 }
-            }
-            guard m > 0 else {
+            } catch .noBufferSpace {
                 // An overrun is reported once; other errors recur on the next blocking receive.
-                if m < 0, errno == ENOBUFS {
-                    if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
-                    throw NetfilterQueueError(operation: .receive, errno: .noBufferSpace)
-                }
+                if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
+                throw NetfilterQueueError(operation: .receive, errno: .noBufferSpace)
+            } catch {
                 break  // nothing more waiting
             }
+            guard m > 0 else { break }
             // As mnl_socket_recvfrom: only the kernel may send to this socket.
             guard from.nl_pid == 0 else { continue }
             total += try dispatch(bytes: m, body, flushing: false)
@@ -312,7 +375,7 @@ public final class NetfilterQueue {
                         var packet = QueuedPacket(cpkt!.pointee)
                         let verdict = ctx.body!(&packet)
                         if let id = packet.id, let e = ctx.queue.append(verdict, id: id, batch: false) {
-                            ctx.sendError = e
+                            ctx.sendError = e.rawValue
                         }
                     }, &ackError)
             }
@@ -332,9 +395,7 @@ public final class NetfilterQueue {
     public func batchVerdict(upTo id: UInt32, _ verdict: Verdict) throws(NetfilterQueueError) {
         var v = verdict
         v.payload = nil
-        if let e = append(v, id: id, batch: true) {
-            throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: e))
-        }
+        if let e = append(v, id: id, batch: true) { throw NetfilterQueueError(operation: .verdict, errno: e) }
         if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
     }
 
@@ -342,7 +403,7 @@ public final class NetfilterQueue {
     /// decision was deferred past ``receive(_:)`` (with ``Verdict/Decision/none``).
     public func verdict(_ verdict: Verdict, for id: UInt32) throws(NetfilterQueueError) {
         if let e = append(verdict, id: id, batch: false) {
-            throw NetfilterQueueError(operation: .verdict, errno: Errno(rawValue: e))
+            throw NetfilterQueueError(operation: .verdict, errno: e)
         }
         if let e = flush() { throw NetfilterQueueError(operation: .verdict, errno: e) }
     }
@@ -356,7 +417,7 @@ public final class NetfilterQueue {
     /// a packet only once its message reached this socket, messages arrive in
     /// id order, and every earlier one already has its verdict in this buffer
     /// or an earlier `sendto` (unless one was deferred, which turns this off).
-    private func append(_ verdict: Verdict, id: UInt32, batch: Bool) -> Int32? {
+    private func append(_ verdict: Verdict, id: UInt32, batch: Bool) -> Errno? {
         if verdict.decision == .none {
             deferredSeen = true
             return nil
@@ -375,10 +436,10 @@ public final class NetfilterQueue {
         }
         let payloadLength = verdict.payload?.count ?? 0
         let need = payloadLength + Self.verdictOverhead
-        if sendLength + need > sendLimit, let e = flush() { return e.rawValue }
+        if sendLength + need > sendLimit, let e = flush() { return e }
         guard need <= sendLimit else {
             statistics.verdictsLost &+= 1
-            return EMSGSIZE
+            return .messageTooLong
         }
         let at = (sendBuffer.baseAddress! + sendLength).assumingMemoryBound(to: CChar.self)
         let len = encode(verdict, id: id, batch: batch, at: at)
@@ -389,11 +450,12 @@ public final class NetfilterQueue {
     }
 
     private func encode(_ verdict: Verdict, id: UInt32, batch: Bool, at: UnsafeMutablePointer<CChar>) -> Int {
-        cqosmap_nfq_verdict(
-            at, configuration.queueNumber, id, verdict.decision.rawValue, batch ? 1 : 0,
-            verdict.mark == nil ? 0 : 1, verdict.mark ?? 0, verdict.priority == nil ? 0 : 1,
-            verdict.priority ?? 0,
-            verdict.payload?.baseAddress, UInt32(verdict.payload?.count ?? 0))
+        var message = cqosmap_nfq_verdict(
+            queue: configuration.queueNumber, id: id, verdict: verdict.decision.rawValue, batch: batch,
+            has_mark: verdict.mark != nil, mark: verdict.mark ?? 0,
+            has_priority: verdict.priority != nil, priority: verdict.priority ?? 0,
+            payload: verdict.payload?.baseAddress, payload_len: UInt32(verdict.payload?.count ?? 0))
+        return cqosmap_nfq_put_verdict(at, &message)
     }
 
     /// Sends the collected verdict messages in one `sendto`.
@@ -416,21 +478,27 @@ public final class NetfilterQueue {
     private func send(_ messages: UnsafeRawBufferPointer) -> Errno? {
         var failures = 0
         while true {
-            if mnl_socket_sendto(socket, messages.baseAddress, messages.count) >= 0 { return nil }
-            let e = errno
+            let e: Errno
+            do throws(Errno) {
+                _ = try retryingOnInterrupt { [socket] in
+                    mnl_socket_sendto(socket, messages.baseAddress, messages.count)
+                }
+                return nil
+            } catch {
+                e = error
+            }
             switch e {
-            case EINTR:
-                continue
-            case ENOBUFS where failures < 6, ENOMEM where failures < 6, EAGAIN where failures < 6:
+            case .noBufferSpace where failures < 6, .noMemory where failures < 6,
+                .resourceTemporarilyUnavailable where failures < 6:
                 failures += 1
                 statistics.sendRetries &+= 1
                 usleep(useconds_t(50 << failures))  // 100 µs to 3.2 ms: let the allocator recover
                 continue
-            case EMSGSIZE, ENOBUFS, ENOMEM, EAGAIN:
-                let pieces = Self.split(messages, limit: e == EMSGSIZE ? refreshSendLimit() : 0)
+            case .messageTooLong, .noBufferSpace, .noMemory, .resourceTemporarilyUnavailable:
+                let pieces = Self.split(messages, limit: e == .messageTooLong ? refreshSendLimit() : 0)
                 guard pieces.count > 1 else {
                     statistics.verdictsLost &+= 1
-                    return Errno(rawValue: e)
+                    return e
                 }
                 statistics.sendSplits &+= 1
                 var first: Errno?
@@ -440,7 +508,7 @@ public final class NetfilterQueue {
                 return first
             default:
                 statistics.verdictsLost &+= 1
-                return Errno(rawValue: e)
+                return e
             }
         }
     }
@@ -456,7 +524,10 @@ public final class NetfilterQueue {
     private static func sendLimit(fd: Int32, buffer: Int) -> Int {
         var size: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &length) == 0, size > 32 else { return buffer }
+        // On error the buffer's own size is the limit, and EMSGSIZE splits.
+        guard (try? retryingOnInterrupt { getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &length) }) != nil,
+            size > 32
+        else { return buffer }
         return min(buffer, Int(size) - 32)
     }
 

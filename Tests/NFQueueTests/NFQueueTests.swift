@@ -1,4 +1,5 @@
 import NFQueue
+import SystemPackage
 import Testing
 
 #if canImport(Glibc)
@@ -14,11 +15,46 @@ import Testing
     }
 }
 
-@Test func flagsMatchTheKernelBits() {
-    #expect(NetfilterQueue.Flags.failOpen.rawValue == 1)
-    #expect(NetfilterQueue.Flags.gso.rawValue == 4)
-    #expect(QueuedPacket.SKBInfo.checksumNotReady.rawValue == 1)
-    #expect(Verdict.accept.decision.rawValue == 1 && Verdict.drop.decision.rawValue == 0)
+/// One constant and the value the kernel ABI gives it.
+struct KernelBit: Sendable, CustomTestStringConvertible {
+    var name: String
+    var value: UInt32
+    var kernel: UInt32
+    var testDescription: String { name }
+}
+
+/// The kernel ABI values, as linux/netfilter.h and
+/// linux/netfilter/nfnetlink_queue.h define them; UAPI never changes them,
+/// so a shim constant bound to the wrong macro (or a Swift literal slipped
+/// back in wrong) differs from its row here.
+private let kernelBits = [
+    KernelBit(name: "Flags.failOpen", value: NetfilterQueue.Flags.failOpen.rawValue, kernel: 1 << 0),
+    KernelBit(name: "Flags.conntrack", value: NetfilterQueue.Flags.conntrack.rawValue, kernel: 1 << 1),
+    KernelBit(name: "Flags.gso", value: NetfilterQueue.Flags.gso.rawValue, kernel: 1 << 2),
+    KernelBit(name: "Flags.uidGid", value: NetfilterQueue.Flags.uidGid.rawValue, kernel: 1 << 3),
+    KernelBit(
+        name: "Flags.securityContext", value: NetfilterQueue.Flags.securityContext.rawValue, kernel: 1 << 4),
+    KernelBit(
+        name: "SKBInfo.checksumNotReady", value: QueuedPacket.SKBInfo.checksumNotReady.rawValue,
+        kernel: 1 << 0),
+    KernelBit(name: "SKBInfo.gso", value: QueuedPacket.SKBInfo.gso.rawValue, kernel: 1 << 1),
+    KernelBit(
+        name: "SKBInfo.checksumNotVerified", value: QueuedPacket.SKBInfo.checksumNotVerified.rawValue,
+        kernel: 1 << 2),
+    KernelBit(name: "Decision.drop", value: Verdict.Decision.drop.rawValue, kernel: 0),
+    KernelBit(name: "Decision.accept", value: Verdict.Decision.accept.rawValue, kernel: 1),
+    KernelBit(name: "Decision.repeat", value: Verdict.Decision.repeat.rawValue, kernel: 4),
+]
+
+@Test(arguments: kernelBits)
+func constantsAreTheKernelABI(_ bit: KernelBit) {
+    #expect(bit.value == bit.kernel)
+}
+
+@Test func flagsAllIsEveryFlag() {
+    let flags: [NetfilterQueue.Flags] = [.failOpen, .conntrack, .gso, .uidGid, .securityContext]
+    #expect(flags.reduce(0) { $0 | $1.rawValue } == NetfilterQueue.Flags.all.rawValue)
+    #expect(Set(flags.map(\.rawValue)).count == flags.count)  // no two the same bit
 }
 
 @Test func openingWithoutPrivilegeOrWithPrivilegeBehaves() {
@@ -52,7 +88,7 @@ import Testing
         reported = error
     }
     #expect(reported?.operation == .verdict)
-    #expect(reported?.errno == .noSuchEntry)
+    #expect(reported?.errno == .noSuchFileOrDirectory)
     #expect(try q.receive { _ in .accept } == 0)  // still bound: times out quietly
 }
 
