@@ -387,6 +387,27 @@ public enum RuleSet {
         }
         return c
     }
+
+    /// The queue numbers that `-j NFQUEUE` rules in iptables-save text feed:
+    /// `--queue-num N`, every queue of `--queue-balance A:B`, and queue 0 for
+    /// a rule with neither (the target's default).
+    public static func fedQueues(save: String) -> Set<UInt16> {
+        var fed: Set<UInt16> = []
+        for (_, table) in parseSave(save) {
+            for rule in table.rules where rule.target == "NFQUEUE" {
+                let t = rule.spec.split(separator: " ")
+                if let i = t.firstIndex(of: "--queue-num"), i + 1 < t.count, let q = UInt16(t[i + 1]) {
+                    fed.insert(q)
+                } else if let i = t.firstIndex(of: "--queue-balance"), i + 1 < t.count {
+                    let ends = t[i + 1].split(separator: ":").compactMap { UInt16($0) }
+                    if ends.count == 2, ends[0] <= ends[1] { fed.formUnion(ends[0]...ends[1]) }
+                } else {
+                    fed.insert(0)
+                }
+            }
+        }
+        return fed
+    }
 }
 
 /// A failed rule command: the command line, its exit status and stderr.
@@ -579,6 +600,22 @@ public final class RuleManager: Sendable {
         }
     }
 
+    /// The configured queues that no iptables or ip6tables NFQUEUE rule feeds
+    /// (with `rules: external`, a queue nothing sends to marks nothing, and
+    /// the kernel says nothing of it); nil when the rules cannot be read.
+    public func unfedQueues(_ config: DaemonConfig) -> [UInt16]? {
+        var fed: Set<UInt16> = []
+        do {
+            for family in RuleFamily.allCases {
+                fed.formUnion(RuleSet.fedQueues(save: try runner.run(family.save, [], nil)))
+            }
+        } catch {
+            logger.debug("cannot read the ruleset to check the queues are fed", metadata: ["error": "\(error)"])
+            return nil
+        }
+        return config.queues.filter { !fed.contains($0) }
+    }
+
     /// Reads the counters and hands the increase to `metrics`.
     public func publish(into metrics: RuleMetrics) {
         if let c = counters() { metrics.record(c) }
@@ -591,6 +628,7 @@ public final class RuleMetrics: Sendable {
     private let queued: Counter
     private let failOpen: Counter
     private let last = Mutex<RuleCounters?>(nil)
+    private let fedGauges = Mutex<[UInt16: Gauge]>([:])
 
     /// Creates the counters with the bootstrapped metrics backend.
     public init() {
@@ -604,6 +642,17 @@ public final class RuleMetrics: Sendable {
     public static func increase(from old: UInt64?, to new: UInt64) -> UInt64 {
         guard let old, new >= old else { return new }
         return new - old
+    }
+
+    /// Sets `qosmapd_queue_fed{queue}` to 1 or 0 for each configured queue.
+    public func recordFed(queues: [UInt16], unfed: [UInt16]) {
+        fedGauges.withLock { gauges in
+            for q in queues {
+                let g = gauges[q] ?? Gauge(label: "qosmapd_queue_fed", dimensions: [("queue", "\(q)")])
+                gauges[q] = g
+                g.record(unfed.contains(q) ? 0 : 1)
+            }
+        }
     }
 
     /// Adds the increase since the previous reading.
@@ -642,10 +691,12 @@ public struct RuleService: Service {
     public func run() async throws {
         var generation = store.snapshot.generation
         var nextReading = ContinuousClock.now
+        checkFed(store.snapshot.config)
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let snapshot = store.snapshot
             if snapshot.generation != generation {
                 generation = snapshot.generation
+                checkFed(snapshot.config)
                 do {
                     // A failed transaction leaves the old rules in force.
                     try manager.apply(snapshot.config)
@@ -663,5 +714,17 @@ public struct RuleService: Service {
         }
         manager.publish(into: metrics)
         manager.remove()
+    }
+
+    /// With external rules, warns about (and gauges) configured queues that
+    /// no rule feeds; installed rules feed every queue by construction.
+    func checkFed(_ config: DaemonConfig) {
+        guard config.rules.mode == .external, let unfed = manager.unfedQueues(config) else { return }
+        metrics.recordFed(queues: config.queues, unfed: unfed)
+        for q in unfed {
+            logger.warning(
+                "no iptables or ip6tables NFQUEUE rule feeds this queue; nothing reaches it",
+                metadata: ["queue": "\(q)"])
+        }
     }
 }
