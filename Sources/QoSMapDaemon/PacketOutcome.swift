@@ -12,6 +12,11 @@ public enum PacketOutcome: Int, CaseIterable, Sendable {
     case truncated
     /// Its partial L4 checksum could not be completed: accepted unmarked.
     case checksumFailed
+    /// A UDP GSO packet queued at `NF_INET_LOCAL_IN`: the kernel cannot
+    /// segment it for the socket once a payload verdict made it
+    /// `CHECKSUM_NONE` (every segment counts in `UdpInErrors`), so it is
+    /// accepted unmarked (its mark and priority are still set).
+    case gsoLocalUnmarked
 
     /// The number of outcomes, without building `allCases` on the per-packet path.
     public static let caseCount = allCases.count
@@ -25,6 +30,7 @@ public enum PacketOutcome: Int, CaseIterable, Sendable {
         case .malformed: "malformed"
         case .truncated: "truncated"
         case .checksumFailed: "checksum_failed"
+        case .gsoLocalUnmarked: "gso_local_unmarked"
         }
     }
 }

@@ -99,8 +99,11 @@ public struct PacketPipeline {
         case .rewritten where rewrite:
             outcome = .rewritten
             returned = UnsafeRawBufferPointer(payload)
-            switch Self.checksumAction(packet.skbInfo ?? [], hook: packet.hook) {
+            switch Self.checksumAction(packet.skbInfo ?? [], hook: packet.hook, payload) {
             case .none: break
+            case .keepOriginal:
+                outcome = .gsoLocalUnmarked
+                returned = nil
             case .leavePartial: counts.gsoPartialChecksums &+= 1
             case .complete:
                 if TransportChecksum.complete(payload) {
@@ -143,15 +146,26 @@ public struct PacketPipeline {
         /// `tcp4/6_gso_segment` rebuild it), and a checksum completed over
         /// the whole super-packet would make every UDP segment's wrong.
         case leavePartial
+        /// Return no payload: a UDP GSO packet at `NF_INET_LOCAL_IN` is
+        /// segmented for its socket after the hook, and that fails for a
+        /// `CHECKSUM_NONE` packet whatever its checksum field holds (seen on
+        /// 6.18: every segment in `UdpInErrors`), so the original goes on.
+        case keepOriginal
     }
 
     /// `NF_INET_LOCAL_IN`: a packet queued there is delivered whole, not segmented.
     static let localInHook: UInt8 = 1
 
     /// Chooses the checksum treatment from `NFQA_SKB_INFO` and the hook.
-    static func checksumAction(_ info: QueuedPacket.SKBInfo, hook: UInt8?) -> ChecksumAction {
+    static func checksumAction(
+        _ info: QueuedPacket.SKBInfo, hook: UInt8?, _ packet: UnsafeMutableRawBufferPointer
+    ) -> ChecksumAction {
+        if info.contains(.gso), hook == localInHook {
+            let proto = TransportChecksum.transportProtocol(packet)
+            if proto == 17 || proto == 136 { return .keepOriginal }
+        }
         guard info.contains(.checksumNotReady) else { return .none }
-        // Locally delivered GSO (GRO) packets are checked whole by TCP, so they
+        // Locally delivered GSO (GRO) TCP packets are checked whole, so they
         // need the full sum; everything else is segmented on its way out.
         if info.contains(.gso), hook != localInHook { return .leavePartial }
         return .complete

@@ -98,4 +98,18 @@ public enum TransportChecksum {
         store16(p, l4 &+ field, check)
         return true
     }
+
+    /// The transport protocol of a bare IPv4/IPv6 packet (after IPv6
+    /// extension headers), or nil when the headers do not say.
+    public static func transportProtocol(_ packet: UnsafeMutableRawBufferPointer) -> UInt8? {
+        guard let p = packet.baseAddress, packet.count >= 1 else { return nil }
+        switch u8(p, 0) >> 4 {
+        case 4 where packet.count >= 20: return u8(p, 9)
+        case 6 where packet.count >= 40:
+            let payload = Int(u16(p, 4))
+            let end = payload == 0 ? packet.count : min(40 &+ payload, packet.count)
+            return walkIPv6(p, 0, end)?.proto
+        default: return nil
+        }
+    }
 }

@@ -127,3 +127,37 @@ func pipelineRemarksPerTablesAndKeepsECN(tos: Int) throws {
     #expect(d.flags == [.failOpen, .gso])
     #expect(d.noENOBUFS && d.batchVerdicts)
 }
+
+/// A rewritten packet's returned checksum, by `NFQA_SKB_INFO` and hook: a
+/// GSO packet still to be segmented keeps the pseudo-header sum in its UDP
+/// checksum field (what `__udp_gso_segment` builds each segment's from); a
+/// single CHECKSUM_PARTIAL packet gets the full sum; UDP GSO at LOCAL_IN is
+/// not returned at all.
+@Test(arguments: [
+    // (skb info bits, hook, payload returned, checksum field completed, outcome)
+    (UInt32(0), UInt8(2), true, false, "rewritten"),  // CHECKSUM_NONE: the sender's sum stands
+    (1, 2, true, true, "rewritten"),  // CSUMNOTREADY, one packet: completed
+    (3, 2, true, false, "rewritten"),  // GSO forwarded: partial sum kept for segmentation
+    (3, 3, true, false, "rewritten"),  // GSO from a local socket (LOCAL_OUT): the same
+    (3, 1, false, false, "gso_local_unmarked"),  // UDP GSO delivered locally: not returned
+    (1, 1, true, true, "rewritten"),  // one CSUMNOTREADY packet delivered locally: completed
+] as [(UInt32, UInt8, Bool, Bool, String)])
+func gsoAndPartialChecksums(info: UInt32, hook: UInt8, returned: Bool, completed: Bool, outcome: String)
+    throws
+{
+    let snapshot = try QueueService.load(nil, generation: 0)
+    var pipeline = PacketPipeline(interfaceName: { _ in nil })
+    var bytes = ipv4UDP(tos: 0x2C)  // DSCP 11: rewritten by `default`
+    let partial: [UInt8] = [0x12, 0x34]  // what the stack left: not a finished sum
+    bytes[26] = partial[0]
+    bytes[27] = partial[1]
+    bytes.withUnsafeMutableBytes { buf in
+        var packet = QueuedPacket(
+            id: 1, hook: hook, skbInfo: QueuedPacket.SKBInfo(rawValue: info), payload: buf)
+        let verdict = pipeline.decide(&packet, snapshot: snapshot)
+        #expect((verdict.payload != nil) == returned)
+    }
+    #expect((Array(bytes[26...27]) != partial) == completed)
+    let label = PacketOutcome.allCases.first { pipeline.counts.total($0) == 1 }?.label
+    #expect(label == outcome)
+}
