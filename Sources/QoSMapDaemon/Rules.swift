@@ -610,7 +610,8 @@ public final class RuleManager: Sendable {
                 fed.formUnion(RuleSet.fedQueues(save: try runner.run(family.save, [], nil)))
             }
         } catch {
-            logger.debug("cannot read the ruleset to check the queues are fed", metadata: ["error": "\(error)"])
+            logger.debug(
+                "cannot read the ruleset to check the queues are fed", metadata: ["error": "\(error)"])
             return nil
         }
         return config.queues.filter { !fed.contains($0) }

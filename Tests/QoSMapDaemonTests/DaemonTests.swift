@@ -133,15 +133,16 @@ func pipelineRemarksPerTablesAndKeepsECN(tos: Int) throws {
 /// checksum field (what `__udp_gso_segment` builds each segment's from); a
 /// single CHECKSUM_PARTIAL packet gets the full sum; UDP GSO at LOCAL_IN is
 /// not returned at all.
-@Test(arguments: [
-    // (skb info bits, hook, payload returned, checksum field completed, outcome)
-    (UInt32(0), UInt8(2), true, false, "rewritten"),  // CHECKSUM_NONE: the sender's sum stands
-    (1, 2, true, true, "rewritten"),  // CSUMNOTREADY, one packet: completed
-    (3, 2, true, false, "rewritten"),  // GSO forwarded: partial sum kept for segmentation
-    (3, 3, true, false, "rewritten"),  // GSO from a local socket (LOCAL_OUT): the same
-    (3, 1, false, false, "gso_local_unmarked"),  // UDP GSO delivered locally: not returned
-    (1, 1, true, true, "rewritten"),  // one CSUMNOTREADY packet delivered locally: completed
-] as [(UInt32, UInt8, Bool, Bool, String)])
+@Test(
+    arguments: [
+        // (skb info bits, hook, payload returned, checksum field completed, outcome)
+        (UInt32(0), UInt8(2), true, false, "rewritten"),  // CHECKSUM_NONE: the sender's sum stands
+        (1, 2, true, true, "rewritten"),  // CSUMNOTREADY, one packet: completed
+        (3, 2, true, false, "rewritten"),  // GSO forwarded: partial sum kept for segmentation
+        (3, 3, true, false, "rewritten"),  // GSO from a local socket (LOCAL_OUT): the same
+        (3, 1, false, false, "gso_local_unmarked"),  // UDP GSO delivered locally: not returned
+        (1, 1, true, true, "rewritten"),  // one CSUMNOTREADY packet delivered locally: completed
+    ] as [(UInt32, UInt8, Bool, Bool, String)])
 func gsoAndPartialChecksums(info: UInt32, hook: UInt8, returned: Bool, completed: Bool, outcome: String)
     throws
 {
