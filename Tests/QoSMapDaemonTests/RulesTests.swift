@@ -359,13 +359,14 @@ final class FakeIptables: Sendable {
 }
 
 /// Which queues external NFQUEUE rules feed, as iptables-save prints them.
-@Test(arguments: [
-    ("-A FORWARD -j NFQUEUE --queue-num 7 --queue-bypass", [7]),
-    ("-A FORWARD -o eth1 -j NFQUEUE --queue-balance 2:4 --queue-bypass", [2, 3, 4]),
-    ("-A FORWARD -j NFQUEUE", [0]),
-    ("-A FORWARD -j ACCEPT", []),
-    ("-A FORWARD -m comment --comment \"--queue-num 9\" -j ACCEPT", []),
-] as [(String, [UInt16])])
+@Test(
+    arguments: [
+        ("-A FORWARD -j NFQUEUE --queue-num 7 --queue-bypass", [7]),
+        ("-A FORWARD -o eth1 -j NFQUEUE --queue-balance 2:4 --queue-bypass", [2, 3, 4]),
+        ("-A FORWARD -j NFQUEUE", [0]),
+        ("-A FORWARD -j ACCEPT", []),
+        ("-A FORWARD -m comment --comment \"--queue-num 9\" -j ACCEPT", []),
+    ] as [(String, [UInt16])])
 func fedQueuesAreReadFromSaveText(rule: String, fed: [UInt16]) {
     let save = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n\(rule)\nCOMMIT\n"
     #expect(RuleSet.fedQueues(save: save) == Set(fed))
