@@ -1,13 +1,15 @@
 # Shared shell for tools/e2e and tools/bench (source it; bash only).
 # A client -> router -> server path of network namespaces joined by veths,
 # using only 198.18.0.0/15 and fd00::/8; every name carries a per-run suffix
-# and netns_cleanup removes them all.
+# and netns_cleanup removes them all. Set before sourcing: NETNS_SUF (the
+# suffix, default $$) and NETNS_PREFIX (default qm: namespaces qmc, qmr, qms),
+# so that scripts running at once never share a namespace.
 #
 #   client c0 198.18.1.1  fd00:1::1   -- r0 198.18.1.254 fd00:1::fe (router)
 #   server s0 198.19.2.1  fd00:2::1   -- r1 198.19.2.254 fd00:2::fe (router)
 
-NETNS_SUF=${NETNS_SUF:-$$}
-C=qmc$NETNS_SUF; R=qmr$NETNS_SUF; S=qms$NETNS_SUF
+NETNS_SUF=${NETNS_SUF:-$$}; NETNS_PREFIX=${NETNS_PREFIX:-qm}
+C=${NETNS_PREFIX}c$NETNS_SUF; R=${NETNS_PREFIX}r$NETNS_SUF; S=${NETNS_PREFIX}s$NETNS_SUF
 CLIENT4=198.18.1.1; CLIENT6=fd00:1::1
 SERVER4=198.19.2.1; SERVER6=fd00:2::1
 
@@ -57,3 +59,11 @@ csum_errors_of() {
   ip netns exec "$1" awk '$1 == "Udp6InCsumErrors" || $1 == "UdpLite6InCsumErrors" { s += $2 } END { print s + 0 }' /proc/net/snmp6
 }
 csum_errors() { csum_errors_of "$S" | paste -sd+ | bc; }
+
+# wait_file PATH: waits up to 5 s for PATH to exist (a helper's "ready" file);
+# fails if it does not.
+wait_file() {
+  local _
+  for _ in $(seq 50); do [ -e "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
