@@ -74,17 +74,30 @@ extension QoSMapCommand {
                         keys.append(c.key)
                     }
                 }
+                // A cell that is qosmap's choice, not the standard's value, is
+                // marked so that it cannot be mistaken for the standard's.
                 let rows =
                     [["name"] + keys]
                     + p.rows.map { row in
-                        [row.name] + keys.map { k in row[k].map { cellText(k, $0) } ?? "-" }
+                        [row.name]
+                            + keys.map { k in
+                                row[k].map { cellText(k, $0) + (row.isDerived(k) ? derivedMark : "") } ?? "-"
+                            }
                     }
                 lines.append(table(rows, indent: "  "))
+                if p.rows.contains(where: { !$0.derived.isEmpty }) { lines.append(derivedLegend) }
                 print(lines.joined(separator: "\n"))
             }
         }
     }
 }
+
+/// The mark after a cell that is qosmap's choice (`profile show`, `lookup`).
+let derivedMark = "\u{2020}"
+
+/// The legend line for ``derivedMark``.
+let derivedLegend =
+    "\(derivedMark) qosmap's choice, not the standard's value (the profile file's comments say why)"
 
 /// A DSCP cell with its PHB name, others as they are.
 func cellText(_ key: String, _ value: ProfileValue) -> String {
@@ -109,7 +122,8 @@ func resolveProfile(_ name: String, in set: TableSet) throws -> Profile {
     return p
 }
 
-/// One profile row as JSON: `name`, `aliases` when any, then every column.
+/// One profile row as JSON: `name`, `aliases` when any, then every column,
+/// then `derived` (`{"dscp": true}`) when some cells are qosmap's choice.
 struct ProfileRowJSON: Encodable {
     var row: ProfileRow
 
@@ -129,6 +143,10 @@ struct ProfileRowJSON: Encodable {
         if !row.aliases.isEmpty { try c.encode(row.aliases, forKey: Key("aliases")) }
         for column in row.columns {
             try c.encode(ProfileValueJSON(value: column.value), forKey: Key(column.key))
+        }
+        if !row.derived.isEmpty {
+            var d = c.nestedContainer(keyedBy: Key.self, forKey: Key("derived"))
+            for key in row.derived { try d.encode(true, forKey: Key(key)) }
         }
     }
 }

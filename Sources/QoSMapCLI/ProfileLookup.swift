@@ -54,12 +54,19 @@ extension QoSMapCommand.Lookup {
                     "unknown \(column.uppercased()) \(value) in profile \(p.name); allowed: \(allowed)")
             }
         case .name(let name):
-            matches = p.rows(named: name)
+            // Names and aliases first; failing those, applications ("Voice" of QCI 7).
+            matches = p.rows(matching: name)
             if matches.isEmpty {
+                let near = p.nearMisses(name)
+                let hint = near.isEmpty ? "" : "; near misses: " + near.joined(separator: ", ")
                 throw UsageError(
-                    "unknown \(q.kind) '\(name)' in profile \(p.name); allowed: "
+                    "unknown \(q.kind) '\(name)' in profile \(p.name)\(hint); allowed: "
                         + p.rowNames.joined(separator: ", "))
             }
+        }
+        var matchedApplication: String?
+        if case .name(let name) = q.selector, p.rows(named: name).isEmpty {
+            matchedApplication = matches.first?.matchingApplication(name)
         }
         // A superseded row (CS1 for Low-Priority Data) is shown, not recommended.
         let current = matches.filter { $0["supersededBy"] == nil }
@@ -68,15 +75,23 @@ extension QoSMapCommand.Lookup {
         let marking = p.markingRow(for: row)
         let others = matches.compactMap { p.markingRow(for: $0).dscp }.filter { $0 != marking.dscp }
         guard let dscp = marking.dscp else {
+            // PCP-only profiles (ieee-8021, ieee-8021q-pcp, MEF C-tag PCPs):
+            // map the PCP through the domain's 802.1p table instead.
+            if let pcp = Self.recommendedPCP(marking) {
+                try printPCPLookup(
+                    p, row: row, marking: marking, pcp: pcp, application: matchedApplication, domain: d)
+                return
+            }
             if output.json {
-                print(
-                    jsonText(
-                        ProfileLookupJSON(
-                            profile: p.name, row: row.name, recommendation: ProfileRowJSON(row),
-                            domain: d.name)))
+                var json = ProfileLookupJSON(
+                    profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+                json.application = matchedApplication
+                print(jsonText(json))
             } else {
                 print("profile \(p.name): \(row.name): \(summary(row))")
-                print("profile \(p.name) gives no DSCP for '\(row.name)'; nothing to map in domain \(d.name)")
+                print(
+                    "profile \(p.name) gives no DSCP or 802.1p for '\(row.name)'; nothing to map in domain \(d.name)"
+                )
             }
             return
         }
@@ -86,6 +101,7 @@ extension QoSMapCommand.Lookup {
             var json = ProfileLookupJSON(
                 profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
             json.dscp = Int(dscp.rawValue)
+            json.application = matchedApplication
             json.via = marking.name == row.name ? nil : marking.name
             json.alternatives = others.isEmpty ? nil : others.map { Int($0.rawValue) }
             json.serviceClass = t.serviceClass.name
@@ -95,11 +111,57 @@ extension QoSMapCommand.Lookup {
             return
         }
         let via = marking.name == row.name ? "" : " (via \(marking.name))"
-        print("profile \(p.name): \(row.name)\(via) -> recommended dscp \(dscp)")
+        let mark = marking.isDerived("dscp") ? derivedMark : ""
+        print(
+            "profile \(p.name): \(row.name)\(via)\(Self.applicationNote(matchedApplication)) -> recommended dscp \(dscp)\(mark)"
+        )
         let details = summary(row)
         if !details.isEmpty { print("  \(details)") }
         if !others.isEmpty { print("  also: dscp " + others.map(\.description).joined(separator: ", ")) }
+        if !mark.isEmpty { print("  \(derivedLegend)") }
         print("domain \(d.name): dscp \(dscp) -> service class \(t.serviceClass.name), color \(t.color.name)")
+        print("outbound \(t) in domain \(d.name):")
+        print(marks.text)
+    }
+
+    /// The single PCP a row recommends: its `pcp`, else a single green C-tag PCP.
+    static func recommendedPCP(_ row: ProfileRow) -> PCP? {
+        guard let v = row["pcp"]?.integer ?? row["pcpGreen"]?.integer, (0...7).contains(v) else { return nil }
+        return PCP(truncating: UInt8(v))
+    }
+
+    /// ` (application "Voice")` when the row was found by an application.
+    static func applicationNote(_ application: String?) -> String {
+        application.map { " (application \"\($0)\")" } ?? ""
+    }
+
+    /// Prints a PCP-only recommendation and what the domain's 802.1p table makes of it.
+    func printPCPLookup(
+        _ p: Profile, row: ProfileRow, marking: ProfileRow, pcp: PCP, application: String?, domain d: DSDomain
+    ) throws {
+        let t = d.classify(pcp: pcp)
+        let marks = OutboundMarks(domain: d, treatment: t)
+        if output.json {
+            var json = ProfileLookupJSON(
+                profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+            json.pcp = Int(pcp.rawValue)
+            json.application = application
+            json.via = marking.name == row.name ? nil : marking.name
+            json.serviceClass = t.serviceClass.name
+            json.color = t.color.name
+            json.outbound = marks.dictionary
+            print(jsonText(json))
+            return
+        }
+        let via = marking.name == row.name ? "" : " (via \(marking.name))"
+        print(
+            "profile \(p.name): \(row.name)\(via)\(Self.applicationNote(application)) -> recommended 802.1p \(pcp.rawValue) (no DSCP)"
+        )
+        let details = summary(row)
+        if !details.isEmpty { print("  \(details)") }
+        print(
+            "domain \(d.name): 802.1p \(pcp.rawValue) -> service class \(t.serviceClass.name), color \(t.color.name)"
+        )
         print("outbound \(t) in domain \(d.name):")
         print(marks.text)
     }
@@ -108,7 +170,8 @@ extension QoSMapCommand.Lookup {
     func summary(_ row: ProfileRow) -> String {
         let skip: Set<String> = ["trafficCharacteristics", "description", "note", "source", "dscp", "via"]
         return row.columns.filter { !skip.contains($0.key) }
-            .map { "\($0.key) \(cellText($0.key, $0.value))" }.joined(separator: ", ")
+            .map { "\($0.key) \(cellText($0.key, $0.value))\(row.isDerived($0.key) ? derivedMark : "")" }
+            .joined(separator: ", ")
     }
 }
 
@@ -118,6 +181,10 @@ struct ProfileLookupJSON: Encodable {
     var recommendation: ProfileRowJSON
     var domain: String
     var dscp: Int?
+    /// The 802.1p a PCP-only profile recommends (mapped through the domain's 802.1p table).
+    var pcp: Int?
+    /// The application the query matched, when it named no row.
+    var application: String?
     var via: String?
     var alternatives: [Int]?
     var serviceClass: String?

@@ -5,7 +5,8 @@
 public enum ProfileValue: Sendable, Equatable, CustomStringConvertible {
     /// An integer: a code point, a priority, a QCI, milliseconds, bytes.
     case integer(Int)
-    /// A rate such as a packet loss rate (`1e-6`).
+    /// A number that need not be whole: a rate such as a packet loss rate
+    /// (`1e-6`), or a decimal priority level (TS 23.203 gives QCI 65 `0.7`).
     case rate(Double)
     /// Free text or a checked name.
     case text(String)
@@ -61,12 +62,35 @@ public struct ProfileRow: Sendable, Equatable {
     public var aliases: [String]
     /// The columns other than `name` and `aliases`, in file order.
     public var columns: [(key: String, value: ProfileValue)]
+    /// The columns whose cells are qosmap's choice, not the standard's value
+    /// (such as the 5QI DSCP, which 3GPP does not define), in file order.
+    public var derived: [String]
 
     /// Creates a row.
-    public init(name: String, aliases: [String] = [], columns: [(key: String, value: ProfileValue)]) {
+    public init(
+        name: String, aliases: [String] = [], columns: [(key: String, value: ProfileValue)],
+        derived: [String] = []
+    ) {
         self.name = name
         self.aliases = aliases
         self.columns = columns
+        self.derived = derived
+    }
+
+    /// Whether the cell in column `key` is qosmap's choice rather than the standard's value.
+    public func isDerived(_ key: String) -> Bool { derived.contains(key) }
+
+    /// The row's `applications`, as text.
+    public var applications: [String] {
+        guard case .list(let items)? = self["applications"] else { return [] }
+        return items.compactMap(\.text)
+    }
+
+    /// The application of this row that `query` names (same folding as
+    /// ``matches(_:)``), or nil.
+    public func matchingApplication(_ query: String) -> String? {
+        let key = ProfileRow.normalize(query)
+        return applications.first { ProfileRow.normalize($0) == key }
     }
 
     /// The value of a column, or nil when the row does not give it.
@@ -90,10 +114,28 @@ public struct ProfileRow: Sendable, Equatable {
         ).split(separator: " ").joined(separator: " ")
     }
 
+    /// The Levenshtein distance of `a` and `b`, or `limit + 1` once it exceeds `limit`.
+    static func editDistance(_ a: String, _ b: String, limit: Int) -> Int {
+        let x = Array(a)
+        let y = Array(b)
+        if abs(x.count - y.count) > limit { return limit + 1 }
+        var previous = Array(0...y.count)
+        for i in 1...max(x.count, 1) where !x.isEmpty {
+            var current = [i] + Array(repeating: 0, count: y.count)
+            for j in 1...max(y.count, 1) where !y.isEmpty {
+                current[j] = Swift.min(
+                    previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+            }
+            if current.min() ?? 0 > limit { return limit + 1 }
+            previous = current
+        }
+        return Swift.min(previous[y.count], limit + 1)
+    }
+
     /// Compares names and cells.
     public static func == (a: ProfileRow, b: ProfileRow) -> Bool {
         a.name == b.name && a.aliases == b.aliases && a.columns.map(\.key) == b.columns.map(\.key)
-            && a.columns.map(\.value) == b.columns.map(\.value)
+            && a.columns.map(\.value) == b.columns.map(\.value) && a.derived == b.derived
     }
 }
 
@@ -128,6 +170,41 @@ public struct Profile: Sendable, Equatable {
 
     /// The rows a name selects (see ``ProfileRow/matches(_:)``), in order.
     public func rows(named query: String) -> [ProfileRow] { rows.filter { $0.matches(query) } }
+
+    /// The rows `query` selects: by name or alias; when none, by application
+    /// (`voice` finds QCI 7, whose applications include "Voice").
+    public func rows(matching query: String) -> [ProfileRow] {
+        let named = rows(named: query)
+        return named.isEmpty ? rows.filter { $0.matchingApplication(query) != nil } : named
+    }
+
+    /// Row names and applications close to `query`, for an error message:
+    /// those that contain it or that it contains (on folded text), or that
+    /// are within two edits of it.
+    public func nearMisses(_ query: String) -> [String] {
+        let key = ProfileRow.normalize(query)
+        guard !key.isEmpty else { return [] }
+        func close(_ label: String) -> Bool {
+            let l = ProfileRow.normalize(label)
+            if l.isEmpty { return false }
+            if key.count >= 3 && (l.contains(key) || (l.count >= 3 && key.contains(l))) { return true }
+            return ProfileRow.editDistance(l, key, limit: 2) <= 2
+        }
+        // One entry per row name: the name itself when it (or an alias) is
+        // close, else its first close application.
+        var out: [String] = []
+        var seen: Set<String> = []
+        for row in rows where !seen.contains(row.name) {
+            if ([row.name] + row.aliases).contains(where: close) {
+                seen.insert(row.name)
+                out.append(row.name)
+            } else if let app = row.applications.first(where: close) {
+                seen.insert(row.name)
+                out.append("\(row.name) (application \"\(app)\")")
+            }
+        }
+        return out
+    }
 
     /// The first row whose integer column `key` equals `value`.
     public func row(where key: String, is value: Int) -> ProfileRow? {

@@ -6,6 +6,8 @@ enum ProfileColumn {
     case dscp(list: Bool)
     case threeBit(list: Bool)
     case integer(ClosedRange<Int>)
+    /// A whole or decimal number (TS 23.203 priority levels such as 0.7).
+    case number(ClosedRange<Double>)
     case rate
     case text
     case textList
@@ -25,7 +27,8 @@ enum ProfileColumn {
         "pcpGreen": .threeBit(list: true), "pcpYellow": .threeBit(list: true),
         "sTagPcpGreen": .threeBit(list: true), "sTagPcpYellow": .threeBit(list: true),
         "sTagPcpDei": .threeBit(list: true),
-        "qci": .integer(1...255), "5qi": .integer(1...255), "priority": .integer(0...127),
+        "qci": .integer(1...255), "5qi": .integer(1...255), "priority": .number(0...127),
+        "release": .integer(1...99), "provisional": .flag,
         "thp": .integer(1...3),
         "qosClass": .integer(0...7),
         "resourceType": .choice(["GBR", "Non-GBR", "Delay-critical GBR"]),
@@ -46,11 +49,11 @@ enum ProfileColumn {
         "supersededBy": .text, "via": .text, "trafficType": .text,
     ]
 
-    static var allowedKeys: [String] { ["name"] + all.keys.sorted() }
+    static var allowedKeys: [String] { ["derived", "name"] + all.keys.sorted() }
 }
 
 enum ProfileParser {
-    static let topKeys = ["profile", "title", "source", "deviations", "rows"]
+    static let topKeys = ["profile", "title", "source", "deviations", "derived", "rows"]
 
     static func parse(root: Node, pairs: [(key: Node, value: Node, name: String)], ctx: inout YAMLContext)
         -> (profile: Profile, nameNode: Node)?
@@ -64,6 +67,22 @@ enum ProfileParser {
         }
         var profile = Profile(name: name, rows: [])
         var rowsNode: Node?
+        // `derived: [column, ...]` at the top marks that column of every row
+        // as qosmap's choice (the 5QI DSCP); a row's own `derived` adds to it.
+        var derivedColumns: [String] = []
+        if let pair = pairs.first(where: { $0.name == "derived" }) {
+            for (key, node) in derivedKeys(pair.value, ctx: &ctx) {
+                if ProfileColumn.all[key] == nil || key == "aliases" {
+                    ctx.error(
+                        node,
+                        "unknown column '\(key)' in 'derived'; allowed: "
+                            + ProfileColumn.all.keys.filter { $0 != "aliases" }.sorted().joined(
+                                separator: ", "))
+                } else {
+                    derivedColumns.append(key)
+                }
+            }
+        }
         for pair in pairs {
             switch pair.name {
             case "title": profile.title = ctx.scalar(pair.value, "a title") ?? ""
@@ -77,7 +96,11 @@ enum ProfileParser {
                     continue
                 }
                 for item in seq {
-                    if let row = parseRow(item, ctx: &ctx) { profile.rows.append(row) }
+                    guard var row = parseRow(item, ctx: &ctx) else { continue }
+                    for key in derivedColumns where row[key] != nil && !row.isDerived(key) {
+                        row.derived.append(key)
+                    }
+                    profile.rows.append(row)
                 }
             default: break
             }
@@ -96,6 +119,18 @@ enum ProfileParser {
         return seq.compactMap { ctx.scalar($0, "text in \(what)") }
     }
 
+    /// The column names of a `derived` list, each with its node for diagnostics.
+    static func derivedKeys(_ node: Node, ctx: inout YAMLContext) -> [(String, Node)] {
+        if case .scalar(let s) = node { return [(s.string, node)] }
+        guard case .sequence(let seq) = node else {
+            ctx.error(
+                node,
+                "expected derived (a column name or a sequence of column names), found a \(node.kindName)")
+            return []
+        }
+        return seq.compactMap { item in ctx.scalar(item, "a column name in 'derived'").map { ($0, item) } }
+    }
+
     static func parseRow(_ node: Node, ctx: inout YAMLContext) -> ProfileRow? {
         guard let pairs = ctx.mapping(node, "a profile row") else { return nil }
         guard let namePair = pairs.first(where: { $0.name == "name" }) else {
@@ -106,7 +141,12 @@ enum ProfileParser {
         var row = ProfileRow(name: name, columns: [])
         var dscpNode: Node?
         var phbNode: Node?
+        var derivedNode: Node?
         for pair in pairs where pair.name != "name" {
+            if pair.name == "derived" {
+                derivedNode = pair.value
+                continue
+            }
             guard let column = ProfileColumn.all[pair.name] else {
                 ctx.error(
                     pair.key,
@@ -122,6 +162,18 @@ enum ProfileParser {
             if pair.name == "dscp" { dscpNode = pair.value }
             if pair.name == "phb" { phbNode = pair.value }
             row.columns.append((pair.name, value))
+        }
+        if let derivedNode {
+            for (key, keyNode) in derivedKeys(derivedNode, ctx: &ctx) {
+                guard row[key] != nil else {
+                    ctx.error(
+                        keyNode,
+                        "derived column '\(key)' is not a column of row '\(name)'; its columns: "
+                            + row.columns.map(\.key).joined(separator: ", "))
+                    continue
+                }
+                if !row.isDerived(key) { row.derived.append(key) }
+            }
         }
         lintNameAgainstValue(row, dscpNode: dscpNode, phbNode: phbNode, ctx: &ctx)
         return row
@@ -159,6 +211,17 @@ enum ProfileParser {
                 return nil
             }
             return .integer(v)
+        case .number(let range):
+            guard let s = ctx.scalar(node, "a number for '\(key)'") else { return nil }
+            if let v = parseInteger(Substring(s)), range.contains(Double(v)) { return .integer(v) }
+            guard let v = Double(s), v.isFinite, range.contains(v) else {
+                ctx.error(
+                    node,
+                    "invalid \(key) value '\(s)'; allowed: a number from \(Int(range.lowerBound)) to "
+                        + "\(Int(range.upperBound)), such as 7 or 0.7")
+                return nil
+            }
+            return .rate(v)
         case .rate:
             guard let s = ctx.scalar(node, "a rate for '\(key)'") else { return nil }
             guard let v = Double(s), v >= 0, v <= 1 else {

@@ -53,4 +53,100 @@ struct ProfileCLITests {
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]])
         #expect(rows.compactMap { $0["name"] as? String }.contains("rfc5127"))
     }
+
+    static func rows(_ args: [String]) throws -> [[String: Any]] {
+        let r = try run(args + ["--json"])
+        #expect(r.status == 0, "\(r.err)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]])
+    }
+
+    // Issue 14: the release per 5QI row and the derived marks in JSON.
+    @Test func fiveQIJSONCarriesReleaseAndDerived() throws {
+        let rows = try Self.rows(["profile", "show", "3gpp-5qi"])
+        let ten = try #require(rows.first { $0["5qi"] as? Int == 10 })
+        #expect(ten["packetDelayBudgetMs"] as? Int == 1100)
+        #expect(ten["release"] as? Int == 17)
+        for row in rows {
+            #expect(row["release"] is Int, "\(row["name"] ?? "?")")
+            #expect((row["derived"] as? [String: Bool]) == ["dscp": true], "\(row["name"] ?? "?")")
+            // The existing keys keep their plain values.
+            #expect(row["dscp"] is Int)
+        }
+    }
+
+    @Test func profilesWithoutChoicesHaveNoDerivedKey() throws {
+        let rows = try Self.rows(["profile", "show", "rfc8325"])
+        #expect(!rows.isEmpty)
+        #expect(rows.allSatisfy { $0["derived"] == nil })
+    }
+
+    @Test func voiceAdmitDerivedInJSON() throws {
+        let rows = try Self.rows(["profile", "show", "rfc4594"])
+        let va = try #require(rows.first { $0["name"] as? String == "Voice-Admit" })
+        #expect(
+            (va["derived"] as? [String: Bool])
+                == ["lossTolerance": true, "delayTolerance": true, "jitterTolerance": true])
+        #expect(rows.first { $0["name"] as? String == "Telephony" }?["derived"] == nil)
+    }
+
+    @Test func showMarksDerivedCellsWithALegend() throws {
+        let r = try Self.run(["profile", "show", "3gpp-5qi"])
+        #expect(r.status == 0)
+        let lines = r.out.split(separator: "\n")
+        let row10 = try #require(lines.first { $0.hasPrefix("  5QI 10 ") })
+        // Only the dscp cell (the last marked one) carries the mark; TS 23.501's cells do not.
+        #expect(row10.filter { $0 == "\u{2020}" }.count == 1, "\(row10)")
+        #expect(row10.contains("1100 "), "\(row10)")
+        #expect(lines.last?.hasPrefix("\u{2020} qosmap's choice") == true, "\(lines.last ?? "")")
+        let plain = try Self.run(["profile", "show", "rfc8325"])
+        #expect(!plain.out.contains("\u{2020}"))
+    }
+
+    @Test func lookupMarksADerivedDSCP() throws {
+        let r = try Self.run(["lookup", "5qi", "82"])
+        #expect(r.status == 0)
+        #expect(r.out.contains("recommended dscp EF(46)\u{2020}") || r.out.contains("\u{2020}\n"), "\(r.out)")
+        #expect(r.out.contains("\u{2020} qosmap's choice"))
+        let q = try Self.run(["lookup", "qci", "1"])
+        #expect(!q.out.contains("\u{2020}"), "\(q.out)")
+    }
+
+    // Issue 14 item 8: PCP-only rows map their PCP through the domain's 802.1p table.
+    @Test(arguments: [
+        (["lookup", "app", "voice", "--profile", "ieee-8021"], 5),
+        (["lookup", "service", "background", "--profile", "ieee-8021"], 1),
+        (["lookup", "app", "5P3D decode PCP 2", "--profile", "ieee-8021q-pcp", "--domain", "5p3d"], 2),
+    ])
+    func pcpOnlyLookup(args: [String], pcp: Int) throws {
+        let j = try Self.json(args)
+        #expect(j["pcp"] as? Int == pcp)
+        #expect(j["dscp"] == nil)
+        let domainArgs = args.contains("--domain") ? ["--domain", "5p3d"] : []
+        let direct = try Self.json(["lookup", "pcp", "\(pcp)"] + domainArgs)
+        #expect(j["serviceClass"] as? String == direct["serviceClass"] as? String)
+        #expect(j["color"] as? String == direct["color"] as? String)
+        #expect((j["outbound"] as? [String: Int]) == (direct["outbound"] as? [String: Int]))
+        let text = try Self.run(args)
+        #expect(text.status == 0)
+        #expect(text.out.contains("recommended 802.1p \(pcp)"), "\(text.out)")
+        #expect(!text.out.contains("nothing to map"))
+    }
+
+    // Issue 14 item 9: applications match too, and near misses are listed.
+    @Test func lookupAppMatchesAnApplication() throws {
+        let j = try Self.json(["lookup", "app", "voice", "--profile", "3gpp-qci"])
+        #expect(j["row"] as? String == "QCI 7")
+        #expect(j["application"] as? String == "Voice")
+        #expect(j["dscp"] as? Int == 18)
+        let r = try Self.run(["lookup", "service", "ims signalling", "--profile", "3gpp-5qi"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.hasPrefix("profile 3gpp-5qi: 5QI 5 (application \"IMS Signalling\")"), "\(r.out)")
+    }
+
+    @Test func unknownNameListsNearMisses() throws {
+        let r = try Self.run(["lookup", "service", "telephon"])
+        #expect(r.status == 64)
+        #expect(r.err.contains("near misses: Telephony"), "\(r.err)")
+        #expect(r.err.contains("allowed:"))
+    }
 }

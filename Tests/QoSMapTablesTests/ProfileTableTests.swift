@@ -166,9 +166,9 @@ struct ProfileTableTests {
         #expect(Self.profile("rfc5127").row(where: "dscp", is: dscp)?["exp"]?.integer == exp)
     }
 
-    // RFC 8325 section 4 with RFC 8622's LE amendment.
+    // RFC 8325 section 4 (CS7 and CS6 per section 4.1.1) with RFC 8622's LE amendment.
     @Test(arguments: [
-        (56, 0), (48, 7), (46, 6), (44, 6), (40, 5), (34, 4), (32, 4), (26, 4), (24, 4), (18, 3), (16, 0),
+        (56, 7), (48, 7), (46, 6), (44, 6), (40, 5), (34, 4), (32, 4), (26, 4), (24, 4), (18, 3), (16, 0),
         (10, 0),
         (0, 0), (8, 1), (1, 1),
     ])
@@ -194,7 +194,7 @@ struct ProfileTableTests {
 
     @Test func fiveQISetIsTheStandardized() {
         let values = Self.profile("3gpp-5qi").rows.compactMap { $0["5qi"]?.integer }.sorted()
-        #expect(values == Array(1...9) + [65, 66, 67, 69, 70, 71, 72, 73, 74, 76, 79, 80] + Array(82...90))
+        #expect(values == Array(1...10) + [65, 66, 67, 69, 70, 71, 72, 73, 74, 76, 79, 80] + Array(82...90))
     }
 
     /// 5P3D in the PCP tables agrees with the built-in 5p3d domain, taking

@@ -1,0 +1,299 @@
+import QoSMapCore
+import QoSMapTables
+import Testing
+
+/// Issue 14: the cells a check against the standards' texts corrected, the
+/// rows it found missing, and the marks for qosmap's own choices. Each
+/// asserted value is also checked to carry its citation in the table file.
+struct ProfileStandardsCheckTests {
+    static let set = TableLoader.builtIn
+
+    static func profile(_ name: String) throws -> Profile {
+        try #require(set.profiles[name], "missing built-in profile \(name)")
+    }
+
+    /// The text of a built-in table file, as compiled in.
+    static func fileText(_ path: String) throws -> String {
+        try #require(EmbeddedTables.files.first { $0.path == path }?.text, "no embedded \(path)")
+    }
+
+    // 1. RFC 8325 section 4.1.1: CS7 and CS6 are Network Control, RECOMMENDED UP 7.
+    @Test(arguments: [56, 48])
+    func rfc8325NetworkControlIsUP7(dscp: Int) throws {
+        let row = try #require(try Self.profile("rfc8325").row(where: "dscp", is: dscp))
+        #expect(row.name == "Network Control")
+        #expect(row["up"]?.integer == 7)
+        #expect(row["accessCategory"]?.text == "AC_VO")
+        // The section 8 alternative is stated, not shipped.
+        #expect(row["note"]?.text?.contains("section 8") == true)
+        let text = try Self.fileText("profiles/rfc8325.yaml")
+        #expect(text.contains("Section 4.1.1") || text.contains("section 4.1.1"))
+        #expect(text.contains("\"are RECOMMENDED to\n#   be mapped to UP 7\""))
+        #expect(!text.contains("Section 4.2.1"))
+    }
+
+    @Test func rfc8325HasNoInternetworkControlRow() throws {
+        #expect(try Self.profile("rfc8325").rows(named: "Internetwork Control").isEmpty)
+    }
+
+    // 2. Section numbers.
+    @Test(arguments: [
+        ("rfc8325", "RFC 8622 section 11"), ("rfc4594", "RFC 4594 section 2.3"),
+        ("rfc4594", "RFC 8622 section 10"), ("rfc5127", "RFC 5127 section 4.1 (Figure 2)"),
+        ("rfc5127", "Appendix A (Figure 3)"),
+    ])
+    func sourceCitesTheRightSection(profile: String, citation: String) throws {
+        #expect(try Self.profile(profile).source.contains(citation))
+    }
+
+    @Test(arguments: [("rfc4594", "section 3"), ("rfc5127", "section 3"), ("rfc8325", "RFC 8622 section 8")])
+    func wrongSectionsAreGone(profile: String, wrong: String) throws {
+        #expect(try !Self.profile(profile).source.contains(wrong))
+    }
+
+    @Test(arguments: [("rfc4594", "RFC 8622 section 10"), ("rfc8325", "RFC 8622 section 11")])
+    func leRowsCiteTheirUpdate(profile: String, citation: String) throws {
+        let le = try #require(try Self.profile(profile).row(where: "dscp", is: 1))
+        #expect(le["source"]?.text?.contains(citation) == true)
+    }
+
+    // 3. 5QI 10, releases, and the majority values where sources conflict.
+    @Test func fiveQI10() throws {
+        let row = try #require(try Self.profile("3gpp-5qi").row(where: "5qi", is: 10))
+        #expect(row["resourceType"]?.text == "Non-GBR")
+        #expect(row["priority"]?.integer == 90)
+        #expect(row["packetDelayBudgetMs"]?.integer == 1100)
+        #expect(row["packetErrorRate"]?.rate == 1e-6)
+        #expect(row["release"]?.integer == 17)
+        let text = try Self.fileText("profiles/3gpp-5qi.yaml")
+        #expect(text.contains("5g-ntn-quality-of-service"))
+        #expect(text.contains("ocudu/ocudu"))
+    }
+
+    @Test func every5QIRowHasARelease() throws {
+        let p = try Self.profile("3gpp-5qi")
+        #expect(p.rows.count >= 30)
+        for row in p.rows {
+            #expect(row["release"]?.integer.map { (15...17).contains($0) } == true, "\(row.name)")
+        }
+        #expect(p.row(where: "5qi", is: 82)?["release"]?.integer == 15)
+    }
+
+    @Test func fiveQIConflictsKeepTheMajority() throws {
+        let p = try Self.profile("3gpp-5qi")
+        #expect(p.row(where: "5qi", is: 79)?["packetDelayBudgetMs"]?.integer == 50)
+        #expect(p.row(where: "5qi", is: 83)?["maxDataBurstBytes"]?.integer == 1354)
+        for q in [71, 72, 73, 74, 76] {
+            #expect(p.row(where: "5qi", is: q)?["averagingWindowMs"]?.integer == 2000, "5QI \(q)")
+            #expect(p.row(where: "5qi", is: q)?["note"]?.text?.contains("ns-3 gives 0") == true, "5QI \(q)")
+        }
+        let text = try Self.fileText("profiles/3gpp-5qi.yaml")
+        #expect(text.contains("5QI 79 PDB: ns-3 5 ms"))
+        #expect(text.contains("5QI 83 MDBV: ns-3 1358"))
+        #expect(text.contains("5QI 86-90 agree in both"))
+    }
+
+    // 4. TS 23.203 Table 6.1.7-A.
+    @Test(
+        arguments: [
+            (65, "GBR", 0.7, 75, 1e-2, 46), (66, "GBR", 2, 100, 1e-2, 46), (67, "GBR", 1.5, 100, 1e-3, 34),
+            (75, "GBR", 2.5, 50, 1e-2, 34), (69, "Non-GBR", 0.5, 60, 1e-6, 46),
+            (70, "Non-GBR", 5.5, 200, 1e-6, 18),
+            (79, "Non-GBR", 6.5, 50, 1e-2, 34), (80, "Non-GBR", 6.8, 10, 1e-6, 34),
+            (82, "Delay-critical GBR", 1.9, 10, 1e-4, 46), (83, "Delay-critical GBR", 2.2, 10, 1e-4, 46),
+            (84, "Delay-critical GBR", 2.4, 30, 1e-5, 46), (85, "Delay-critical GBR", 2.1, 5, 1e-5, 46),
+        ] as [(Int, String, Double, Int, Double, Int)])
+    func qciTable617A(qci: Int, type: String, priority: Double, pdb: Int, loss: Double, dscp: Int) throws {
+        let row = try #require(try Self.profile("3gpp-qci").row(where: "qci", is: qci), "QCI \(qci)")
+        #expect(row["resourceType"]?.text == type)
+        #expect(row["priority"]?.rate == priority)
+        #expect(row["packetDelayBudgetMs"]?.integer == pdb)
+        #expect(row["packetErrorLossRate"]?.rate == loss)
+        #expect(row["dscp"]?.integer == dscp)
+        // Table 11 gives these no marking: the DSCP is qosmap's choice.
+        #expect(row.isDerived("dscp"))
+        let text = try Self.fileText("profiles/3gpp-qci.yaml")
+        #expect(text.contains("tinv-3gpp-23-203_f.html"))
+        #expect(text.contains("GetRequirementsRel15"))
+    }
+
+    @Test func qci1To9KeepTheReferenceMarking() throws {
+        let p = try Self.profile("3gpp-qci")
+        for q in 1...9 {
+            #expect(p.row(where: "qci", is: q)?.derived == [], "QCI \(q)")
+        }
+    }
+
+    // 5. Y.1541 provisional classes.
+    @Test(arguments: [(6, 100), (7, 400)])
+    func y1541ProvisionalClasses(qosClass: Int, iptd: Int) throws {
+        let row = try #require(try Self.profile("y1541").row(where: "qosClass", is: qosClass))
+        #expect(row["provisional"]?.flag == true)
+        #expect(row["iptdMs"]?.integer == iptd)
+        #expect(row["ipdvMs"]?.integer == 50)
+        #expect(row["iplr"]?.rate == 1e-5)
+        #expect(row["iper"]?.rate == 1e-6)
+        #expect(try Self.fileText("profiles/y1541.yaml").contains("RFC 5976"))
+    }
+
+    @Test(arguments: 0...5)
+    func y1541ClassesZeroToFiveAreNotProvisional(qosClass: Int) throws {
+        let row = try #require(try Self.profile("y1541").row(where: "qosClass", is: qosClass))
+        #expect(row["provisional"] == nil)
+    }
+
+    // 6. qosmap's choices are marked.
+    @Test func fiveQIDSCPIsDerivedEverywhere() throws {
+        let p = try Self.profile("3gpp-5qi")
+        for row in p.rows {
+            #expect(row.isDerived("dscp"), "\(row.name)")
+            #expect(!row.isDerived("packetDelayBudgetMs"), "\(row.name)")
+        }
+    }
+
+    @Test func voiceAdmitTolerancesAreDerived() throws {
+        let p = try Self.profile("rfc4594")
+        let va = try #require(p.rows(named: "Voice-Admit").first)
+        #expect(va.derived == ["lossTolerance", "delayTolerance", "jitterTolerance"])
+        #expect(!va.isDerived("dscp"))
+        #expect(p.rows(named: "Telephony").first?.derived == [])
+    }
+
+    @Test func rfc5127ToleranceCopiesAreDerived() throws {
+        let p = try Self.profile("rfc5127")
+        for row in p.rows {
+            #expect(row.derived == ["lossTolerance", "delayTolerance", "jitterTolerance"], "\(row.name)")
+        }
+        #expect(
+            try Self.fileText("profiles/rfc5127.yaml").contains("RFC\n# 4594 gives Signaling Low/Low/Yes"))
+    }
+
+    @Test func onlyTheMarkedProfilesHaveDerivedCells() throws {
+        let marked = Set(
+            Self.set.profiles.profiles.filter { $0.rows.contains { !$0.derived.isEmpty } }.map(\.name))
+        #expect(marked == ["3gpp-5qi", "3gpp-qci", "rfc4594", "rfc5127"])
+    }
+
+    // 7. The 5p3d domain's comments state Table 6-4's decoding.
+    @Test func fiveP3DCommentsMatchTheDecodingTable() throws {
+        let text = try Self.fileText("domains/5p3d.yaml")
+        let p = try Self.profile("ieee-8021q-pcp")
+        var checked = 0
+        for line in text.split(separator: "\n") {
+            // `    N: [CLASS, color]    # 5P3D: priority P[, drop-eligible]`
+            guard let hash = line.firstIndex(of: "#"), line[hash...].hasPrefix("# 5P3D: priority "),
+                let colon = line.firstIndex(of: ":"), colon < hash,
+                let pcp = Int(String(line[..<colon].filter { $0 != " " }))
+            else { continue }
+            let comment = line[line.index(hash, offsetBy: "# 5P3D: priority ".count)...]
+            let priority = Int(comment.prefix { $0.isNumber })
+            let de = comment.contains("drop-eligible")
+            let row = try #require(
+                p.rows.first {
+                    $0["encoding"]?.text == "5P3D" && $0["direction"]?.text == "decode"
+                        && $0["pcp"]?.integer == pcp
+                })
+            #expect(row["priority"]?.integer == priority, "\(line)")
+            #expect(row["dropEligible"]?.flag == de, "\(line)")
+            checked += 1
+        }
+        #expect(checked == 8)
+    }
+
+    // 9. Application matching and near misses.
+    @Test func rowsMatchingFallsBackToApplications() throws {
+        let p = try Self.profile("3gpp-qci")
+        #expect(p.rows(named: "voice").isEmpty)
+        #expect(p.rows(matching: "voice").map(\.name) == ["QCI 7"])
+        // A row name wins over applications (ieee-8021's Voice row).
+        #expect(try Self.profile("ieee-8021").rows(matching: "voice").map(\.name) == ["Voice"])
+    }
+
+    @Test(arguments: [
+        ("rfc4594", "telephon", "Telephony"), ("rfc4594", "Signalng", "Signaling"),
+        ("3gpp-qci", "gaming", "QCI 3 (application \"Real Time Gaming\")"),
+    ])
+    func nearMisses(profile: String, query: String, expected: String) throws {
+        let p = try Self.profile(profile)
+        #expect(p.rows(matching: query).isEmpty)
+        #expect(p.nearMisses(query).contains(expected), "\(p.nearMisses(query))")
+    }
+
+    @Test func nearMissesOfNonsenseAreEmpty() throws {
+        #expect(try Self.profile("rfc4594").nearMisses("zzzzqqq").isEmpty)
+    }
+
+    // "Now confirmed": the UNVERIFIED marks are gone where the check confirmed the values.
+    @Test func confirmedTablesCiteTheirSources() throws {
+        let pcp = try Self.fileText("profiles/ieee-8021q-pcp.yaml")
+        #expect(!pcp.contains("UNVERIFIED"))
+        #expect(pcp.contains("TR-181"))
+        let rfc5127 = try Self.fileText("profiles/rfc5127.yaml")
+        #expect(rfc5127.contains("all 20 EXP values"))
+        #expect(!rfc5127.contains("EXP values and aggregate tolerances below are from memory"))
+    }
+
+    // 10. MEF 23.1 and IR.34: the search for a source is recorded.
+    @Test(arguments: ["profiles/mef-23.1.yaml", "profiles/gsma-ir34.yaml"])
+    func searchForASourceIsRecorded(path: String) throws {
+        let text = try Self.fileText(path)
+        #expect(text.contains("Searched\n# for a source beyond the reference (issue 14)"))
+    }
+}
+
+/// The `derived` key and decimal numbers in user profile files.
+struct ProfileDerivedFormatTests {
+    func load(_ text: String) -> Result<TableSet, TableLoadError> {
+        Result { () throws(TableLoadError) in
+            try TableLoader.load([TableSource(path: "user.yaml", text: text)])
+        }
+    }
+
+    @Test func topLevelDerivedMarksEveryRowThatHasTheColumn() throws {
+        let set = try load(
+            "profile: m\nderived: [dscp]\nrows:\n  - {name: A, dscp: EF, pcp: 5}\n  - {name: B, pcp: 1}\n"
+        ).get()
+        let p = try #require(set.profiles["m"])
+        #expect(p.rows[0].derived == ["dscp"])
+        #expect(p.rows[1].derived == [])
+    }
+
+    @Test func rowDerivedAddsToTopLevel() throws {
+        let set = try load(
+            "profile: m\nderived: dscp\nrows:\n  - {name: A, dscp: EF, pcp: 5, derived: [pcp, dscp]}\n"
+        ).get()
+        #expect(set.profiles["m"]?.rows.first?.derived == ["pcp", "dscp"])
+    }
+
+    @Test func filesWithoutDerivedHaveNone() throws {
+        let set = try load("profile: m\nrows:\n  - {name: A, dscp: EF}\n").get()
+        #expect(set.profiles["m"]?.rows.first?.derived == [])
+    }
+
+    @Test func decimalPriority() throws {
+        let set = try load("profile: m\nrows:\n  - {name: A, priority: 0.7}\n  - {name: B, priority: 7}\n")
+            .get()
+        let p = try #require(set.profiles["m"])
+        #expect(p.rows[0]["priority"] == .rate(0.7))
+        #expect(p.rows[1]["priority"] == .integer(7))
+    }
+
+    @Test(arguments: [
+        ("profile: m\nderived: [colour]\nrows: []\n", 2, 11, "unknown column 'colour' in 'derived'"),
+        (
+            "profile: m\nrows:\n  - {name: A, dscp: EF, derived: [pcp]}\n", 3, 35,
+            "derived column 'pcp' is not a column of row 'A'"
+        ),
+        ("profile: m\nrows:\n  - {name: A, priority: 0.7x}\n", 3, 25, "invalid priority value '0.7x'"),
+        ("profile: m\nrows:\n  - {name: A, priority: 128}\n", 3, 25, "allowed: a number from 0 to 127"),
+    ])
+    func errorsArePositioned(text: String, line: Int, column: Int, message: String) throws {
+        guard case .failure(let error) = load(text) else {
+            Issue.record("expected an error for \(text)")
+            return
+        }
+        let d = try #require(error.diagnostics.first { $0.severity == .error })
+        #expect(d.line == line && d.column == column, "\(d)")
+        #expect(d.message.contains(message), "\(d)")
+    }
+}
