@@ -1,5 +1,6 @@
 import ArgumentParser
 import QoSMapCore
+import QoSMapDaemon
 import QoSMapTables
 
 /// One `--hop` as written: `[LABEL=]TRUST[@IN][:WRITES[@OUT]]`.
@@ -86,6 +87,19 @@ extension QoSMapCommand {
         @Flag(name: .long, help: "With an 8021p input: the frame's DEI bit is set.")
         var dei = false
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "A qosmapd config: hop 1 is what qosmapd does from --ingress to --egress (then any --hop).",
+                valueName: "FILE"))
+        var config: String?
+
+        @Option(name: .long, help: "With --config: the interface the packet arrives on.")
+        var ingress: String?
+
+        @Option(name: .long, help: "With --config: the interface the packet leaves by.")
+        var egress: String?
+
         @Flag(name: .long, help: "Trace every value of the trusted field and report what the path does.")
         var all = false
 
@@ -93,8 +107,14 @@ extension QoSMapCommand {
         @OptionGroup var output: OutputOptions
 
         func validate() throws {
-            if hop.isEmpty {
+            if hop.isEmpty && config == nil {
                 throw ValidationError("missing --hop; give one or more hops: \(HopSpec.grammar)")
+            }
+            if config == nil && (ingress != nil || egress != nil) {
+                throw ValidationError("--ingress and --egress apply only with --config")
+            }
+            if config != nil && (ingress == nil || egress == nil) {
+                throw ValidationError("--config needs --ingress IF and --egress IF (interface names)")
             }
             if all && value != nil { throw ValidationError("give VALUE or --all, not both") }
             if !all && value == nil { throw ValidationError("missing VALUE; give a value or --all") }
@@ -105,13 +125,54 @@ extension QoSMapCommand {
 
         /// Everything the command prints.
         func standardOutput() throws -> String {
-            let set = try tableOptions.load()
-            let path = try buildPath(set)
+            var set: TableSet
+            var hops: [PolicyHop] = []
+            if let config, let ingress, let egress {
+                let snapshot = try Self.snapshot(config, tableOptions)
+                set = snapshot.tables
+                hops.append(try Self.configHop(snapshot, ingress: ingress, egress: egress))
+            } else {
+                set = try tableOptions.load()
+            }
+            let path = try buildPath(set, first: hops)
             return try Self.render(path: path, set: set, value: value, dei: dei, all: all, json: output.json)
         }
 
-        func buildPath(_ set: TableSet) throws -> PolicyPath {
-            var hops: [PolicyHop] = []
+        /// Loads a qosmapd config and its tables as the daemon would; --tables
+        /// directories are added to the config's, --no-system-tables skips the
+        /// system directory.
+        static func snapshot(_ path: String, _ options: TableOptions) throws -> PolicySnapshot {
+            do {
+                var config = try DaemonConfig.load(path: path)
+                config.tables += options.tables
+                if options.noSystemTables { config.systemTables = false }
+                return try PolicySnapshot(
+                    config: config, generation: 1, systemDirectory: TableOptions.systemDirectory)
+            } catch {
+                throw DataError(error.description)
+            }
+        }
+
+        /// The hop qosmapd makes of a packet from `ingress` to `egress`
+        /// (``PolicySnapshot/policy(input:output:)``): the interface's trust and
+        /// domains, writing DSCP when `actions.rewrite-dscp` is on.
+        static func configHop(_ snapshot: PolicySnapshot, ingress: String, egress: String) throws -> PolicyHop
+        {
+            let policy = snapshot.policy(input: ingress, output: egress)
+            guard let trust = policy.trust.field else {
+                throw UsageError(
+                    "interface '\(ingress)' trusts none in the config: every packet is BE/green; nothing to trace"
+                )
+            }
+            let writes = snapshot.config.rewriteDSCP && !snapshot.config.markOnly ? policy.rewrite.fields : []
+            return PolicyHop(
+                label: "\(ingress)->\(egress)", trust: trust, inbound: policy.ingress,
+                outbound: policy.egress,
+                writes: writes)
+        }
+
+        func buildPath(_ set: TableSet, first: [PolicyHop] = []) throws -> PolicyPath {
+            var hops = first
             for text in hop {
                 let spec = try HopSpec(parsing: text)
                 hops.append(

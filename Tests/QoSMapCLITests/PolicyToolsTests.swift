@@ -142,6 +142,34 @@ struct PolicyToolsTests {
         #expect(r.err == message)
     }
 
+    /// A hop from a qosmapd config and two interface names, then a `--hop`.
+    @Test func explainFromDaemonConfig() throws {
+        let config = packageRoot + "/Tests/QoSMapCLITests/Golden/policy-config/qosmapd.yaml"
+        let base = ["explain", "VA", "--config", config] + withPolicyTables
+        let r = policyRun(base + ["--ingress", "cust0", "--egress", "eth9", "--hop", "S=dscp:8021p@5p3d"])
+        #expect(r.status == 0, "\(r.err)")
+        try expectGolden(r.out, "explain-config-va.txt")
+        // The customer port classifies in edge (VA as EF); an unlisted egress writes in default.
+        #expect(r.out.contains("classified  EF/green      by Tests/QoSMapCLITests/Golden/policy/edge.yaml:7"))
+        // qosmapd writes only DSCP, so a next hop cannot trust EXP.
+        let exp = policyRun(base + ["--ingress", "cust0", "--egress", "core0", "--hop", "exp@core"])
+        #expect(exp.status == 64)
+        #expect(
+            exp.err
+                == "qosmap: error: hop 2 trusts exp, which no earlier hop writes; carried: dscp, ip-precedence\n"
+        )
+        let none = policyRun(base + ["--ingress", "mgmt0", "--egress", "core0"])
+        #expect(none.status == 64)
+        #expect(
+            none.err
+                == "qosmap: error: interface 'mgmt0' trusts none in the config: every packet is BE/green; nothing to trace\n"
+        )
+        #expect(policyRun(base + ["--ingress", "cust0"]).status == 64)
+        #expect(
+            policyRun(["explain", "1", "--config", "/nonexistent/q.yaml", "--ingress", "a", "--egress", "b"])
+                .status == 65)
+    }
+
     /// The three-hop path, with its merges and lost colors worked out
     /// by hand from edge.yaml, core.yaml and the built-in tables.
     @Test func threeHopAnalysisByHand() throws {
@@ -230,6 +258,14 @@ struct PolicyToolsTests {
         ("show-core-overrides.txt", ["show", "core", "--overrides"]),
         ("domains-policy.txt", ["domains"]),
         ("domains-policy.json", ["domains", "--json"]),
+        (
+            "lookup-egress-domain.txt",
+            ["lookup", "dscp", "VA", "--domain", "edge", "--egress-domain", "5p3d"]
+        ),
+        (
+            "lookup-egress-domain.json",
+            ["lookup", "dscp", "VA", "--domain", "edge", "--egress-domain", "5p3d", "--json"]
+        ),
     ])
     func showGolden(file: String, args: [String]) throws {
         let r = qosmapInProcessShow(args + withPolicyTables)
