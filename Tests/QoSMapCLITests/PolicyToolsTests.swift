@@ -286,6 +286,23 @@ struct PolicyToolsTests {
         #expect(r.err.contains("domain 'default' imports nothing"))
     }
 
+    /// A file that overrides the editable `default` lists its cells against
+    /// the built-in, and lint then fails on what it changed.
+    @Test func overrideOfDefault() throws {
+        let dir = try lintFixture(["domain: default\ninbound:\n  dscp:\n    44: [EF, green]\n"])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let show = qosmapInProcessShow(["show", "default", "--overrides", "--tables", dir])
+        #expect(show.status == 0, "\(show.err)")
+        #expect(
+            show.out
+                == "domain default (\(dir)/faulty.yaml) imports default: 1 cell(s) overridden\n"
+                + "  inbound dscp 44: EF/green (was BE/green)  [\(dir)/faulty.yaml:4]\n")
+        let lint = policyRun(["lint", "default", "--no-system-tables", "--tables", dir])
+        #expect(lint.status == 1)
+        #expect(!lint.out.contains("va-with-ef"))
+        #expect(lint.out.contains("\(dir)/faulty.yaml:4: info: inbound dscp 44 is EF/green"))
+    }
+
     @Test(arguments: [
         ("lint-default.txt", ["lint", "default"], Int32(0)),
         ("lint-default.json", ["lint", "default", "--json"], 0),
