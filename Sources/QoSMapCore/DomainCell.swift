@@ -96,8 +96,8 @@ public struct DomainProvenance: Sendable, Equatable {
 }
 
 extension DSDomain {
-    /// The treatment an inbound cell holds, or the value an outbound cell holds
-    /// (as a treatment-free ``DomainCellValue``).
+    /// What a cell holds: the class and color of an inbound cell, or the
+    /// value of an outbound cell.
     public func value(of cell: DomainCell) -> DomainCellValue {
         switch cell {
         case .inbound(let f, let v): .treatment(classify(f, v))
