@@ -87,6 +87,11 @@ enum OverridesView {
         if json {
             var out = DiffJSON(base, set, d, set, diff)
             out.a.domain = imports
+            // The base's cells cite where the base had them, which for an
+            // override of the same name is no longer in `set`.
+            for (i, c) in diff.changes.enumerated() {
+                out.changes[i].sourceA = provenance.baseSource(c.cell)?.description ?? "-"
+            }
             return jsonText(
                 OverridesJSON(
                     domain: d.name, imports: imports, dei: out.deiDiffers ? d.dropEligibility.name : nil,

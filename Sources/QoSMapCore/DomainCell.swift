@@ -61,6 +61,9 @@ public struct DomainProvenance: Sendable, Equatable {
     // Indexed like DSDomain's packed arrays: 88 inbound, 96 outbound.
     var inbound: [CellSource?] = .init(repeating: nil, count: 88)
     var outbound: [CellSource?] = .init(repeating: nil, count: 96)
+    // Where the base's cells were written, in the same layout.
+    var baseInbound: [CellSource?] = []
+    var baseOutbound: [CellSource?] = []
 
     /// An empty provenance: no cell has a source yet.
     public init(imports: String? = nil, base: DSDomain? = nil) {
@@ -87,6 +90,22 @@ public struct DomainProvenance: Sendable, Equatable {
             let (isIn, i) = Self.index(cell)
             if isIn { inbound[i] = newValue } else { outbound[i] = newValue }
         }
+    }
+
+    /// Records the base a domain was derived from, with where its cells were
+    /// written (the base's own provenance), before the domain's file applies.
+    public mutating func derive(from base: DSDomain, named imports: String, sources: DomainProvenance?) {
+        self.imports = imports
+        self.base = base
+        baseInbound = sources?.inbound ?? []
+        baseOutbound = sources?.outbound ?? []
+    }
+
+    /// The file and line that wrote a cell of ``base``, or nil when unknown.
+    public func baseSource(_ cell: DomainCell) -> CellSource? {
+        let (isIn, i) = Self.index(cell)
+        let sources = isIn ? baseInbound : baseOutbound
+        return i < sources.count ? sources[i] : nil
     }
 
     /// The cells whose source is in `file`: those the file itself wrote.

@@ -170,8 +170,7 @@ public enum TableLoader {
             builder = existing.derive(name: doc.name)
             builder.isEditable = existing.isEditable
             provenance = set.provenance[doc.name] ?? DomainProvenance()
-            provenance.imports = doc.name
-            provenance.base = existing
+            provenance.derive(from: existing, named: doc.name, sources: set.provenance[doc.name])
         } else if let imp = doc.importName {
             guard let base = set.domains[imp] else {
                 ctx.error(
@@ -185,8 +184,7 @@ public enum TableLoader {
             // description would name the wrong domain.
             builder.summary = ""
             provenance = set.provenance[imp] ?? DomainProvenance()
-            provenance.imports = imp
-            provenance.base = base
+            provenance.derive(from: base, named: imp, sources: set.provenance[imp])
         } else {
             builder = DomainBuilder(name: doc.name)
         }

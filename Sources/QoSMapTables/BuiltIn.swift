@@ -57,8 +57,7 @@ extension EmbeddedTables {
     static var provenance: [String: DomainProvenance] {
         var result: [String: DomainProvenance] = [:]
         for entry in positions {
-            var p = DomainProvenance(
-                imports: entry.imports, base: domains.first { $0.name == entry.imports })
+            var p = DomainProvenance()
             for (cell, pos) in zip(DomainCell.allInbound, entry.inbound) where pos.0 >= 0 {
                 p[cell] = CellSource(file: entry.sources[pos.0], line: pos.1)
             }
@@ -66,6 +65,13 @@ extension EmbeddedTables {
                 p[cell] = CellSource(file: entry.sources[pos.0], line: pos.1)
             }
             result[entry.domain] = p
+        }
+        // Bases are compiled-in domains, with their own positions.
+        for entry in positions {
+            if let imports = entry.imports, let base = domains.first(where: { $0.name == imports }) {
+                let sources = result[imports]
+                result[entry.domain]?.derive(from: base, named: imports, sources: sources)
+            }
         }
         return result
     }

@@ -297,6 +297,11 @@ struct PolicyToolsTests {
             show.out
                 == "domain default (\(dir)/faulty.yaml) imports default: 1 cell(s) overridden\n"
                 + "  inbound dscp 44: EF/green (was BE/green)  [\(dir)/faulty.yaml:4]\n")
+        // The overridden cell's old value cites the built-in file, not the override.
+        let json = qosmapInProcessShow(["show", "default", "--overrides", "--json", "--tables", dir])
+        #expect(json.out.contains("\"sourceA\" : \"Tables/domains/default.yaml:71\""))
+        #expect(json.out.contains("\"sourceB\" : \"\(dir)/faulty.yaml:4\""))
+        #expect(try citedLine("Tables/domains/default.yaml:71").hasPrefix("44:"))
         let lint = policyRun(["lint", "default", "--no-system-tables", "--tables", dir])
         #expect(lint.status == 1)
         #expect(!lint.out.contains("va-with-ef"))
