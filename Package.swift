@@ -63,7 +63,7 @@ let package = Package(
         .target(
             name: "QoSMapCLI",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture",
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),

@@ -29,6 +29,11 @@ extension QoSMapCommand {
         @Option(name: .long, help: "The DS domain.")
         var domain: String = "default"
 
+        @Option(
+            name: .long,
+            help: "With an inbound lookup: write the outbound fields in this domain (default: --domain).")
+        var egressDomain: String?
+
         @Flag(name: .long, help: "With an 8021p lookup: the frame's DEI bit is set.")
         var dei = false
 
@@ -75,6 +80,11 @@ extension QoSMapCommand {
             } else if dei {
                 throw ValidationError("--dei applies only to an 8021p lookup, not '\(kind)'")
             }
+            if egressDomain != nil, case .inbound = query {
+            } else if egressDomain != nil {
+                throw ValidationError(
+                    "--egress-domain applies only to an inbound field lookup, not '\(kind)'")
+            }
             if profile != nil, case .profile = query {
             } else if profile != nil {
                 throw ValidationError(
@@ -94,21 +104,23 @@ extension QoSMapCommand {
                 let t =
                     field == .dot1p
                     ? d.classify(pcp: PCP(truncating: raw), dei: dei) : d.classify(field, raw)
-                let marks = OutboundMarks(domain: d, treatment: t)
+                let egress = try egressDomain.map { try resolveDomain($0, in: set) } ?? d
+                let marks = OutboundMarks(domain: egress, treatment: t)
                 if output.json {
                     print(
                         jsonText(
                             InboundJSON(
                                 domain: d.name, field: field.name, value: Int(raw),
                                 serviceClass: t.serviceClass.name,
-                                color: t.color.name, outbound: marks.dictionary)))
+                                color: t.color.name, outbound: marks.dictionary,
+                                egressDomain: egressDomain == nil ? nil : egress.name)))
                 } else {
                     let shown = field == .dscp ? DSCP(truncating: raw).description : "\(raw)"
                     let deiText = field == .dot1p && dei ? " dei 1" : ""
                     print(
                         "domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)"
                     )
-                    print("outbound \(t) in domain \(d.name):")
+                    print("outbound \(t) in domain \(egress.name):")
                     print(marks.text)
                 }
             case .outbound(let t):
@@ -170,6 +182,8 @@ struct InboundJSON: Encodable {
     var serviceClass: String
     var color: String
     var outbound: [String: Int]
+    /// Present when `--egress-domain` wrote the outbound fields.
+    var egressDomain: String?
 }
 
 struct OutboundJSON: Encodable {

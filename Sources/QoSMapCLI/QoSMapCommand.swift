@@ -16,13 +16,13 @@ public struct QoSMapCommand: ParsableCommand {
             domains: default (editable) and 5p3d (fixed). User domains load from /etc/qosmap/domains.d/ \
             and --tables DIR.
 
-            Exit status: 0 success; 64 a bad command-line token; 65 bad data (table files, \
+            Exit status: 0 success; 1 diff found differences or lint found problems; 64 a bad command-line token; 65 bad data (table files, \
             captures); 69 libpcap could not be loaded (remark).
             """,
         version: "0.1.0",
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
-            Export.self,
+            Export.self, Diff.self, Explain.self, Lint.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).

@@ -23,12 +23,19 @@ extension QoSMapCommand {
         @Option(name: .long, help: "Only this direction (inbound, outbound).")
         var direction: Direction?
 
+        @Flag(name: .long, help: "Only the cells that differ from the imported domain, with file:line.")
+        var overrides = false
+
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
 
         func run() throws {
             let set = try tableOptions.load()
             let d = try resolveDomain(domain, in: set)
+            if overrides {
+                print(try OverridesView.render(d, set: set, json: output.json), terminator: "")
+                return
+            }
             let fields = field.map { [$0] } ?? Field.allCases
             let showIn = direction != .outbound
             let showOut = direction != .inbound
@@ -136,6 +143,7 @@ extension QoSMapCommand {
             var origin: String
             var editable: Bool
             var dei: String
+            var imports: String?
             var description: String
         }
 
@@ -144,7 +152,8 @@ extension QoSMapCommand {
             let rows = set.domains.domains.map {
                 Row(
                     name: $0.name, origin: $0.origin.description, editable: $0.isEditable,
-                    dei: $0.dropEligibility.name, description: $0.summary)
+                    dei: $0.dropEligibility.name, imports: set.provenance[$0.name]?.imports,
+                    description: $0.summary)
             }
             if output.json {
                 print(jsonText(rows))
@@ -152,9 +161,12 @@ extension QoSMapCommand {
             }
             print(
                 table(
-                    [["NAME", "ORIGIN", "EDITABLE", "DEI", "DESCRIPTION"]]
+                    [["NAME", "ORIGIN", "EDITABLE", "DEI", "IMPORTS", "DESCRIPTION"]]
                         + rows.map {
-                            [$0.name, $0.origin, $0.editable ? "yes" : "no", $0.dei, $0.description]
+                            [
+                                $0.name, $0.origin, $0.editable ? "yes" : "no", $0.dei, $0.imports ?? "-",
+                                $0.description,
+                            ]
                         }))
         }
     }

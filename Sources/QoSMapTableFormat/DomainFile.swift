@@ -13,8 +13,9 @@ struct DomainDocument {
     var dropEligibility: DropEligibility?
     var importName: String?
     var importNode: Node?
-    var inbound: [(field: Field, value: UInt8, treatment: Treatment)] = []
-    var outbound: [(field: Field, treatment: Treatment, value: UInt8)] = []
+    // Each cell keeps the line of its key, which `explain` and `lint` cite.
+    var inbound: [(field: Field, value: UInt8, treatment: Treatment, line: Int)] = []
+    var outbound: [(field: Field, treatment: Treatment, value: UInt8, line: Int)] = []
     var inboundNodes: [Field: Node] = [:]
     var outboundNodes: [Field: Node] = [:]
 }
@@ -154,7 +155,8 @@ enum DomainParser {
                 }
                 for v in range { seen[v] = cell.key }
                 guard let t = treatment(cell.value, ctx: &ctx) else { continue }
-                for v in range { doc.inbound.append((field, UInt8(v), t)) }
+                let line = cell.key.mark?.line ?? 1
+                for v in range { doc.inbound.append((field, UInt8(v), t, line)) }
             }
         }
     }
@@ -186,7 +188,8 @@ enum DomainParser {
                 }
                 if case .scalar = cp.value {
                     guard let v = outboundValue(cp.value, field: field, ctx: &ctx) else { continue }
-                    for c in Color.allCases { doc.outbound.append((field, Treatment(sc, c), v)) }
+                    let line = cp.key.mark?.line ?? 1
+                    for c in Color.allCases { doc.outbound.append((field, Treatment(sc, c), v, line)) }
                     continue
                 }
                 guard let colors = ctx.mapping(cp.value, "a value or {green, yellow, red} for \(sc.name)")
@@ -201,7 +204,7 @@ enum DomainParser {
                         continue
                     }
                     guard let v = outboundValue(colorPair.value, field: field, ctx: &ctx) else { continue }
-                    doc.outbound.append((field, Treatment(sc, color), v))
+                    doc.outbound.append((field, Treatment(sc, color), v, colorPair.key.mark?.line ?? 1))
                 }
             }
         }

@@ -23,12 +23,18 @@ public struct TableSet: Sendable {
     public var profiles: ProfileSet
     /// Warnings found while loading (errors throw instead).
     public var warnings: [TableDiagnostic] = []
+    /// Where each domain's cells were written, by domain name.
+    public var provenance: [String: DomainProvenance] = [:]
 
     /// Creates a table set.
-    public init(domains: DomainSet, profiles: ProfileSet = ProfileSet(), warnings: [TableDiagnostic] = []) {
+    public init(
+        domains: DomainSet, profiles: ProfileSet = ProfileSet(), warnings: [TableDiagnostic] = [],
+        provenance: [String: DomainProvenance] = [:]
+    ) {
         self.domains = domains
         self.profiles = profiles
         self.warnings = warnings
+        self.provenance = provenance
     }
 }
 
@@ -117,9 +123,11 @@ public enum TableLoader {
                 var ctx = YAMLContext(file: doc.file)
                 if ready.isEmpty {
                     ctx.error(doc.importNode, "import cycle through domain '\(doc.importName ?? "")'")
-                } else if let domain = resolve(doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx)
+                } else if let (domain, provenance) = resolve(
+                    doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx)
                 {
                     set.domains.insert(domain)
+                    set.provenance[domain.name] = provenance
                     definedIn[doc.name] = doc.file
                 }
                 diagnostics += ctx.diagnostics
@@ -138,8 +146,9 @@ public enum TableLoader {
         _ doc: DomainDocument, in set: TableSet, definedIn: [String: String],
         origin: (String) -> DomainOrigin,
         ctx: inout YAMLContext
-    ) -> DSDomain? {
+    ) -> (DSDomain, DomainProvenance)? {
         var builder: DomainBuilder
+        var provenance = DomainProvenance()
         if let existing = set.domains[doc.name] {
             if let other = definedIn[doc.name] {
                 ctx.error(doc.nameNode, "domain '\(doc.name)' is already defined in \(other)")
@@ -160,6 +169,8 @@ public enum TableLoader {
             // Overriding an editable domain (Junos-style): unlisted cells keep their values.
             builder = existing.derive(name: doc.name)
             builder.isEditable = existing.isEditable
+            provenance = set.provenance[doc.name] ?? DomainProvenance()
+            provenance.derive(from: existing, named: doc.name, sources: set.provenance[doc.name])
         } else if let imp = doc.importName {
             guard let base = set.domains[imp] else {
                 ctx.error(
@@ -169,6 +180,11 @@ public enum TableLoader {
                 return nil
             }
             builder = base.derive(name: doc.name)
+            // A derived domain describes itself or says nothing: the parent's
+            // description would name the wrong domain.
+            builder.summary = ""
+            provenance = set.provenance[imp] ?? DomainProvenance()
+            provenance.derive(from: base, named: imp, sources: set.provenance[imp])
         } else {
             builder = DomainBuilder(name: doc.name)
         }
@@ -176,8 +192,14 @@ public enum TableLoader {
         if let e = doc.editable { builder.isEditable = e }
         if let d = doc.dropEligibility { builder.dropEligibility = d }
         builder.origin = origin(doc.file)
-        for cell in doc.inbound { builder.setInbound(cell.field, cell.value, cell.treatment) }
-        for cell in doc.outbound { builder.setOutbound(cell.field, cell.treatment, cell.value) }
+        for cell in doc.inbound {
+            builder.setInbound(cell.field, cell.value, cell.treatment)
+            provenance[.inbound(cell.field, cell.value)] = CellSource(file: doc.file, line: cell.line)
+        }
+        for cell in doc.outbound {
+            builder.setOutbound(cell.field, cell.treatment, cell.value)
+            provenance[.outbound(cell.field, cell.treatment)] = CellSource(file: doc.file, line: cell.line)
+        }
         var complete = true
         for field in Field.allCases {
             let (ins, outs) = builder.missingCells(field)
@@ -196,7 +218,7 @@ public enum TableLoader {
                         + outs.map(\.description).joined(separator: ", "))
             }
         }
-        guard complete, !ctx.hasErrors else { return nil }
-        return try? builder.build()
+        guard complete, !ctx.hasErrors, let domain = try? builder.build() else { return nil }
+        return (domain, provenance)
     }
 }

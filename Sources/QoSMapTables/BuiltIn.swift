@@ -6,7 +6,8 @@ extension TableLoader {
     ///
     /// The build plugin runs the same loader over the files and writes the
     /// resulting cells as Swift arrays, so no YAML is parsed at start-up.
-    public static let builtInDomains = TableSet(domains: DomainSet(EmbeddedTables.domains))
+    public static let builtInDomains = TableSet(
+        domains: DomainSet(EmbeddedTables.domains), provenance: EmbeddedTables.provenance)
 
     /// The built-in domains and profiles. Profiles are parsed from the embedded
     /// `Tables/profiles/` files on first use, so commands that need none do not
@@ -51,6 +52,30 @@ extension TableLoader {
 }
 
 extension EmbeddedTables {
+    /// The compiled-in cell positions as ``DomainProvenance`` by domain name;
+    /// each base is the compiled-in domain it imports.
+    static var provenance: [String: DomainProvenance] {
+        var result: [String: DomainProvenance] = [:]
+        for entry in positions {
+            var p = DomainProvenance()
+            for (cell, pos) in zip(DomainCell.allInbound, entry.inbound) where pos.0 >= 0 {
+                p[cell] = CellSource(file: entry.sources[pos.0], line: pos.1)
+            }
+            for (cell, pos) in zip(DomainCell.allOutbound, entry.outbound) where pos.0 >= 0 {
+                p[cell] = CellSource(file: entry.sources[pos.0], line: pos.1)
+            }
+            result[entry.domain] = p
+        }
+        // Bases are compiled-in domains, with their own positions.
+        for entry in positions {
+            if let imports = entry.imports, let base = domains.first(where: { $0.name == imports }) {
+                let sources = result[imports]
+                result[entry.domain]?.derive(from: base, named: imports, sources: sources)
+            }
+        }
+        return result
+    }
+
     /// Builds one compiled-in domain. The cells come from the loader at build
     /// time, so they are total; a failure here is a bug in the generator.
     static func domain(

@@ -26,9 +26,11 @@ for path in args.dropFirst(3) {
 let domainSources = files.filter { $0.relative.hasPrefix("domains/") }
     .map { TableSource(path: "Tables/" + $0.relative, text: $0.text) }
 let domains: [DSDomain]
+let provenance: [String: DomainProvenance]
 do {
-    domains = try TableLoader.load(domainSources, onto: TableSet(domains: DomainSet()), builtIn: true).domains
-        .domains
+    let set = try TableLoader.load(domainSources, onto: TableSet(domains: DomainSet()), builtIn: true)
+    domains = set.domains.domains
+    provenance = set.provenance
 } catch {
     // The diagnostics are file:line:column lines, so the build log points at the cell.
     FileHandle.standardError.write(Data("\(error)\n".utf8))
@@ -101,6 +103,31 @@ for d in domains {
         source += "                .\(fieldCase[field]!): [" + values.joined(separator: ", ") + "],\n"
     }
     source += "            ]),\n"
+}
+source += "    ]\n\n"
+// Positions as (file index, line) pairs, in the domain's cell order, so that
+// `explain` and `lint` cite built-in cells as `Tables/domains/FILE:LINE`.
+source += "    /// Where each built-in cell was written: (index into `sources`, line), in\n"
+source += "    /// ``DomainCell/allInbound`` then ``DomainCell/allOutbound`` order; -1 when unknown.\n"
+source += "    package static let positions:\n"
+source +=
+    "        [(domain: String, imports: String?, sources: [String], inbound: [(Int, Int)], outbound: [(Int, Int)])] = ["
+source += "\n"
+for d in domains {
+    let p = provenance[d.name] ?? DomainProvenance()
+    var files: [String] = []
+    func pair(_ cell: DomainCell) -> String {
+        guard let s = p[cell] else { return "(-1, 0)" }
+        if !files.contains(s.file) { files.append(s.file) }
+        return "(\(files.firstIndex(of: s.file)!), \(s.line))"
+    }
+    let ins = DomainCell.allInbound.map(pair)
+    let outs = DomainCell.allOutbound.map(pair)
+    source += "        (\n"
+    source += "            domain: \(literal(d.name)), imports: \(p.imports.map(literal) ?? "nil"),\n"
+    source += "            sources: [\(files.map(literal).joined(separator: ", "))],\n"
+    source += "            inbound: [\(ins.joined(separator: ", "))],\n"
+    source += "            outbound: [\(outs.joined(separator: ", "))]),\n"
 }
 source += "    ]\n}\n"
 // Written to a temporary file and renamed, so a failed run leaves no partial output.

@@ -191,5 +191,40 @@ struct DomainTableTests {
             #expect(file.hasSameMaps(as: d))
             #expect(builtIn[d.name] == d)
         }
+
+        // The compiled-in cell positions are the loader's, file and line.
+        let withPrefix = onDisk.filter { $0.key.hasPrefix("domains/") }.sorted { $0.key < $1.key }
+            .map { TableSource(path: "Tables/" + $0.key, text: $0.value) }
+        let positioned = try TableLoader.load(withPrefix, onto: TableSet(domains: DomainSet()), builtIn: true)
+        for d in EmbeddedTables.domains {
+            let fromFiles = try #require(positioned.provenance[d.name])
+            let compiled = try #require(TableLoader.builtInDomains.provenance[d.name])
+            #expect(compiled == fromFiles, "compiled-in positions of '\(d.name)' differ from Tables/")
+            for cell in DomainCell.allInbound + DomainCell.allOutbound {
+                #expect(compiled[cell] != nil, "\(d.name) \(cell) has no position")
+            }
+        }
+        #expect(TableLoader.builtInDomains.provenance["5p3d"]?.imports == "default")
+    }
+
+    /// Every cited line of a built-in cell really holds that cell's key.
+    @Test func builtInPositionsPointAtTheirKeys() throws {
+        let provenance = try #require(TableLoader.builtInDomains.provenance["default"])
+        let text = try String(
+            contentsOf: tablesDirectory.appendingPathComponent("domains/default.yaml"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for v in 0..<64 {
+            let source = try #require(provenance[.inbound(.dscp, UInt8(v))])
+            #expect(source.file == "Tables/domains/default.yaml")
+            #expect(lines[source.line - 1].trimmingCharacters(in: .whitespaces).hasPrefix("\(v):"))
+        }
+        let p3 = try #require(TableLoader.builtInDomains.provenance["5p3d"])
+        #expect(p3[.inbound(.dscp, 46)]?.file == "Tables/domains/default.yaml")
+        #expect(p3[.inbound(.dot1p, 5)]?.file == "Tables/domains/5p3d.yaml")
+        let p3text = try String(
+            contentsOf: tablesDirectory.appendingPathComponent("domains/5p3d.yaml"), encoding: .utf8)
+        let p3lines = p3text.split(separator: "\n", omittingEmptySubsequences: false)
+        let af4 = try #require(p3[.outbound(.dot1p, Treatment(.af4, .yellow))])
+        #expect(p3lines[af4.line - 1].trimmingCharacters(in: .whitespaces).hasPrefix("AF4:"))
     }
 }
