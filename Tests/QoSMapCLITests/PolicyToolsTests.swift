@@ -31,6 +31,22 @@ func policyRun(_ args: [String]) -> (status: Int32, out: String, err: String) {
     }
 }
 
+/// Folds every run of two or more spaces into two.
+func foldSpaces(_ s: String) -> String {
+    var out = ""
+    var spaces = 0
+    for c in s {
+        if c == " " {
+            spaces += 1
+            continue
+        }
+        if spaces > 0 { out += String(repeating: " ", count: min(spaces, 2)) }
+        spaces = 0
+        out.append(c)
+    }
+    return out + String(repeating: " ", count: min(spaces, 2))
+}
+
 let withPolicyTables = ["--no-system-tables", "--tables", policyTables]
 let examplePath = ["--hop", "PE=dscp@edge:exp,8021p@core", "--hop", "P=exp@core:dscp@default"]
 let threeHops = examplePath + ["--hop", "S=dscp:8021p@5p3d"]
@@ -270,7 +286,11 @@ struct PolicyToolsTests {
     func showGolden(file: String, args: [String]) throws {
         let r = qosmapInProcessShow(args + withPolicyTables)
         #expect(r.status == 0, "\(r.err)")
-        try expectGolden(r.out, file)
+        // The `domains` table is laid out before the checkout's path is cut
+        // from its ORIGIN column, so its padding depends on where the package
+        // is: compare it with runs of spaces folded.
+        let out = file.hasPrefix("domains-") && file.hasSuffix(".txt") ? foldSpaces(r.out) : r.out
+        try expectGolden(out, file)
     }
 
     /// A derived domain without a description of its own has none: the
