@@ -83,38 +83,61 @@ struct NFTRuleset {
 
         func quoted(_ s: String) -> String { "\"\(s)\"" }
 
-        // One rule per specificity, most specific first; the vmaps cover all
-        // 64 values, so a packet stops at the first rule whose interfaces match.
-        func rules(_ f: Family, inputs: [String?], outputs: [String?]) -> [String] {
-            var lines: [String] = []
-            for (wantIn, wantOut) in [(true, true), (true, false), (false, true), (false, false)] {
+        func vmap(_ selector: String, _ elements: [String], indent: String) -> String {
+            var rule = "\(indent)\(selector) vmap {\n"
+            var row: [String] = []
+            for (n, e) in elements.enumerated() {
+                row.append(e)
+                if row.count == 4 || n == elements.count - 1 {
+                    rule +=
+                        indent + "  " + row.joined(separator: ", ") + (n == elements.count - 1 ? "\n" : ",\n")
+                    row = []
+                }
+            }
+            return rule + "\(indent)}\n"
+        }
+
+        // One chain per distinct 64-entry table (both families), shared by
+        // every interface pair that has it. Two lookups (interfaces, then
+        // DSCP) rather than one on `iifname . oifname . ip6 dscp`: nft 1.0.6
+        // compiles `ip6 dscp` inside a concatenation as `ip6 dscp >> 6` on the
+        // little-endian register, so every IPv6 key misses (seen on this VM).
+        var policyChains: [(body: String, pairs: [String])] = []
+        func policyChain(_ i: String?, _ o: String?) -> String {
+            let policy = policies.policy(input: i, output: o)
+            var body = ""
+            for f in Family.allCases {
+                let elements = actions(policy, f).enumerated().map {
+                    "\($0.offset) : " + verdict($0.element, f)
+                }
+                body += vmap("\(f.keyword) dscp", elements, indent: "    ")
+            }
+            let pair = "\(i ?? "*") -> \(o ?? "*")"
+            if let n = policyChains.firstIndex(where: { $0.body == body }) {
+                policyChains[n].pairs.append(pair)
+                return "policy_\(n + 1)"
+            }
+            policyChains.append((body, [pair]))
+            return "policy_\(policyChains.count)"
+        }
+
+        // One rule per specificity, most specific first, then the defaults:
+        // a packet goes to the first rule whose interfaces match.
+        func rules(inputs: [String?], outputs: [String?]) -> String {
+            var text = ""
+            for (wantIn, wantOut) in [(true, true), (true, false), (false, true)] {
                 var elements: [String] = []
                 for i in inputs where (i != nil) == wantIn {
                     for o in outputs where (o != nil) == wantOut {
-                        let table = actions(policies.policy(input: i, output: o), f)
-                        for (d, a) in table.enumerated() {
-                            let key = [i.map(quoted), o.map(quoted), String(d)].compactMap { $0 }
-                            elements.append(key.joined(separator: " . ") + " : " + verdict(a, f))
-                        }
+                        let key = [i.map(quoted), o.map(quoted)].compactMap { $0 }.joined(separator: " . ")
+                        elements.append(key + " : goto " + policyChain(i, o))
                     }
                 }
                 guard !elements.isEmpty else { continue }
-                let selector = [wantIn ? "iifname" : nil, wantOut ? "oifname" : nil, "\(f.keyword) dscp"]
-                    .compactMap { $0 }.joined(separator: " . ")
-                var rule = "    meta nfproto \(f.nfproto) \(selector) vmap {\n"
-                var row: [String] = []
-                for (n, e) in elements.enumerated() {
-                    row.append(e)
-                    if row.count == 4 || n == elements.count - 1 {
-                        rule +=
-                            "      " + row.joined(separator: ", ") + (n == elements.count - 1 ? "\n" : ",\n")
-                        row = []
-                    }
-                }
-                rule += "    }\n"
-                lines.append(rule)
+                let selector = [wantIn ? "iifname" : nil, wantOut ? "oifname" : nil].compactMap { $0 }
+                text += vmap(selector.joined(separator: " . "), elements, indent: "    ")
             }
-            return lines
+            return text + "    goto \(policyChain(nil, nil))\n"
         }
 
         // `rules: install` queues only these egress interfaces; the rest pass unmarked.
@@ -125,26 +148,31 @@ struct NFTRuleset {
         base += "  chain forward {\n"
         base += "    type filter hook forward priority \(priority); policy accept;\n"
         base += only ?? ""
-        for f in Family.allCases { base += rules(f, inputs: inputs, outputs: outputs).joined() }
+        base += rules(inputs: inputs, outputs: outputs)
         base += "  }\n"
         if config.hooks.contains("output") {
             // Host-originated packets have no input interface: the config's defaults.
             base += "  chain output {\n"
             base += "    type filter hook output priority \(priority); policy accept;\n"
             base += only ?? ""
-            for f in Family.allCases { base += rules(f, inputs: [nil], outputs: outputs).joined() }
+            base += rules(inputs: [nil], outputs: outputs)
             base += "  }\n"
         }
 
         var out = "# qosmap export nft --config \(source)\n"
         out +=
-            "# qosmapd's markings in the kernel, no daemon: iifname . oifname . DSCP -> one chain per action.\n"
+            "# qosmapd's markings in the kernel, no daemon: iifname . oifname -> DSCP table -> one chain per action.\n"
         out +=
             "# Interfaces: \(named.isEmpty ? "none named (config defaults only)" : named.joined(separator: ", "))"
         out += "; others get the config's defaults. ECN bits are kept.\n"
         out += QoSMapCommand.Export.tableHeader(table)
         for name in chains.sorted() {
             out += "  chain \(name) {\n" + (bodies[name] ?? "") + "  }\n"
+        }
+        for (n, chain) in policyChains.enumerated() {
+            out +=
+                "  chain policy_\(n + 1) {\n    # \(chain.pairs.joined(separator: ", "))\n" + chain.body
+                + "  }\n"
         }
         out += base
         out += "}\n"
@@ -159,7 +187,8 @@ struct NFTRuleset {
             h += [0, 1, 0, 2, 0, 8, 0, 0]
             return h
         case .v6:
-            var h: [UInt8] = [0x60 | dscp >> 4, (dscp & 0xF) << 4, 0, 0, 0, 8, 17, 64]
+            let tc = dscp << 2
+            var h: [UInt8] = [0x60 | tc >> 4, (tc & 0xF) << 4, 0, 0, 0, 8, 17, 64]
             h += [0xFD] + [UInt8](repeating: 0, count: 14) + [1]
             h += [0xFD] + [UInt8](repeating: 0, count: 14) + [2]
             h += [0, 1, 0, 2, 0, 8, 0, 0]

@@ -130,6 +130,7 @@ struct NFTExportTests {
                         let r1 = PacketMarker.remark(&p1, format: .ip, policy: a)
                         let r2 = PacketMarker.remark(&p2, format: .ip, policy: b)
                         #expect(r1 == r2 && p1 == p2, "\(name) \(i ?? "-") -> \(o ?? "-") dscp \(d)")
+                        #expect(r1.originalDSCP?.rawValue == d, "the \(family) header carries DSCP \(d)")
                     }
                 }
             }
@@ -162,11 +163,22 @@ struct NFTExportTests {
     @Test func pairsDiffer() throws {
         let yaml = try #require(nftTestConfigs.first { $0.0 == "nft-2x2" }?.1)
         let text = try nftRuleset("nft-2x2", yaml)
+        /// The body of the policy chain the pair `in . out` goes to.
+        func table(_ i: String, _ o: String) throws -> String {
+            let key = "\"\(i)\" . \"\(o)\" : goto "
+            let start = try #require(text.range(of: key)).upperBound
+            let chain = text[start...].prefix { $0 != "," && $0 != "\n" }
+            let body = try #require(text.range(of: "  chain \(chain) {\n")).upperBound
+            let end = try #require(text.range(of: "\n  }\n", range: body..<text.endIndex)).lowerBound
+            return String(text[body..<end])
+        }
         // in2 trusts nothing: every DSCP from in2 to out1 becomes BE (0).
-        #expect(text.contains("\"in2\" . \"out1\" . 46 : goto ip_d0_m20_p0"))
+        #expect(try table("in2", "out1").contains(" 46 : goto ip_d0_m20_p0"))
+        #expect(try table("in2", "out1").contains(" 46 : goto ip6_d0_m20_p0"))
         // in1 -> out2 writes the site domain's EF (40); in1 -> out1 keeps 46.
-        #expect(text.contains("\"in1\" . \"out2\" . 46 : goto ip_d40_m34_p5"))
-        #expect(text.contains("\"in1\" . \"out1\" . 46 : goto ip_m34_p5"))
+        #expect(try table("in1", "out2").contains(" 46 : goto ip_d40_m34_p5"))
+        #expect(try table("in1", "out2").contains(" 46 : goto ip6_d40_m34_p5"))
+        #expect(try table("in1", "out1").contains(" 46 : goto ip_m34_p5"))
     }
 
     @Test(arguments: [
