@@ -6,6 +6,8 @@ oracle TRUST IN_JSON OUT_JSON: the 64 DSCPs written for DSCP 0..63, from
     every packet BE/green; the egress domain's outbound DSCP table writes.
 udp RECV_JSON: qosmapd_traffic.py recv's output as sorted "family sent-TOS received-TOS" lines.
 check ORACLE_JSON UDP_TXT: "ok bad" for all 256 TOS x 2 families against the oracle (ECN kept).
+marks SET_JSON: the distinct "oifname mark priority" of `nft -j list set`, sorted.
+markoracle SHOW_DIR: the "oifname mark priority" the config gives UDP from both clients.
 pcapdscp PCAP MINLEN: "family:dscp" for every frame longer than MINLEN, distinct, sorted.
 """
 import json, struct, sys
@@ -45,6 +47,40 @@ def check(oracle_json, udp_txt):
     print(ok, bad)
 
 
+CLASSES = ["BE", "AF1", "AF2", "AF3", "AF4", "EF", "CS6", "CS7"]  # MarkEncoding's class numbers
+COLORS = ["green", "yellow", "red"]
+
+
+def marks(set_json):
+    out = set()
+    for item in json.load(open(set_json))["nftables"]:
+        for e in item.get("set", {}).get("elem", []):
+            key = e["elem"]["val"]["concat"] if isinstance(e, dict) and "elem" in e else e["concat"]
+            oif, mark, prio = key
+            if prio == "none":  # nft's name for priority 0
+                prio = 0
+            elif isinstance(prio, str) and ":" in prio:
+                major, minor = prio.split(":")
+                prio = int(major or "0", 16) << 16 | int(minor or "0", 16)
+            out.add(f"{oif} {int(mark):#x} {int(prio)}")
+    return sorted(out)
+
+
+def markoracle(show_dir):
+    """in1 trusts DSCP (default), in2 nothing; out1 writes default, out2 site."""
+    want = set()
+    for c, trust in ((1, "dscp"), (2, "none")):
+        ind = json.load(open(f"{show_dir}/default.json"))
+        inbound = {x["value"]: (x["serviceClass"], x["color"]) for x in ind["inbound"]["dscp"]}
+        for s, dom in ((1, "default"), (2, "site")):
+            pcp = {x["serviceClass"]: x for x in json.load(open(f"{show_dir}/{dom}.json"))["outbound"]["8021p"]}
+            for d in range(64):
+                cls, color = inbound[d] if trust == "dscp" else ("BE", "green")
+                mark = 0x20 | CLASSES.index(cls) << 2 | COLORS.index(color)
+                want.add(f"out{s} {mark:#x} {pcp[cls][color]}")
+    return sorted(want)
+
+
 def pcapdscp(path, minlen):
     data = open(path, "rb").read()
     magic = struct.unpack("<I", data[:4])[0]
@@ -73,5 +109,9 @@ if __name__ == "__main__":
         print("\n".join(udp(a[0])))
     elif cmd == "check":
         check(a[0], a[1])
+    elif cmd == "marks":
+        print("\n".join(marks(a[0])))
+    elif cmd == "markoracle":
+        print("\n".join(markoracle(a[0])))
     elif cmd == "pcapdscp":
         print(" ".join(pcapdscp(a[0], int(a[1]))))
