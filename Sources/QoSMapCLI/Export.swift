@@ -14,10 +14,11 @@ extension QoSMapCommand {
                 bits 4-2, color in bits 1-0, at the mask's lowest bit); a verdict map on it jumps to one \
                 chain per class and color, each setting the domain's outbound DSCP (ECN is kept). \
                 With --config qosmapd.yaml: the same markings qosmapd would give, with no daemon: a \
-                forward-hook chain maps iifname . oifname . ip dscp (and ip6 dscp) to one chain per \
-                distinct action (DSCP, mark, priority); interfaces the config does not name get its \
-                defaults. The table carries the comment "managed by qosmap" and must be named qosmap...; \
-                the output replaces it in one transaction. Load with: qosmap export nft | nft -f -
+                forward-hook chain maps iifname . oifname to one chain per distinct DSCP table, whose \
+                ip dscp and ip6 dscp verdict maps go to one chain per distinct action (DSCP, mark, \
+                priority); interfaces the config does not name get its defaults. The table carries \
+                the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
+                one transaction. Load with: qosmap export nft | nft -f -
                 """)
 
         @Argument(help: "The format: nft.")
