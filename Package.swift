@@ -63,8 +63,12 @@ let package = Package(
         .target(
             name: "QoSMapCLI",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDaemon",
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // Yams: the nodes YAMLContext walks, to read a qosmapd config for
+                // `export nft --config` (QoSMapDaemon links libmnl, which has no
+                // static archive, and qosmap is built static).
+                .product(name: "Yams", package: "Yams"),
             ]),
         .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
         .target(
@@ -110,7 +114,10 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]),
-        .testTarget(name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap"], exclude: ["Golden"]),
+        // QoSMapDaemon: export nft --config is checked against qosmapd's own policies.
+        .testTarget(
+            name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap", "QoSMapPacket", "QoSMapDaemon"],
+            exclude: ["Golden"]),
     ],
     swiftLanguageModes: [.v6]
 )

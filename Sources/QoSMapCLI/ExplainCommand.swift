@@ -1,6 +1,5 @@
 import ArgumentParser
 import QoSMapCore
-import QoSMapDaemon
 import QoSMapTables
 
 /// One `--hop` as written: `[LABEL=]TRUST[@IN][:WRITES[@OUT]]`.
@@ -138,25 +137,21 @@ extension QoSMapCommand {
             return try Self.render(path: path, set: set, value: value, dei: dei, all: all, json: output.json)
         }
 
-        /// Loads a qosmapd config and its tables as the daemon would; --tables
-        /// directories are added to the config's, --no-system-tables skips the
-        /// system directory.
-        static func snapshot(_ path: String, _ options: TableOptions) throws -> PolicySnapshot {
-            do {
-                var config = try DaemonConfig.load(path: path)
-                config.tables += options.tables
-                if options.noSystemTables { config.systemTables = false }
-                return try PolicySnapshot(
-                    config: config, generation: 1, systemDirectory: TableOptions.systemDirectory)
-            } catch {
-                throw DataError(error.description)
-            }
+        /// Loads a qosmapd config and its tables as the daemon would (the
+        /// same reader as `export nft --config`, not QoSMapDaemon, which the
+        /// static `qosmap` cannot link); --tables directories are added to the
+        /// config's, --no-system-tables skips the system directory.
+        static func snapshot(_ path: String, _ options: TableOptions) throws -> ExportPolicies {
+            let config = try ExportConfig.load(path: path)
+            return try ExportPolicies(
+                config: config, extraTables: options.tables,
+                systemDirectory: options.noSystemTables ? nil : TableOptions.systemDirectory)
         }
 
         /// The hop qosmapd makes of a packet from `ingress` to `egress`
         /// (``PolicySnapshot/policy(input:output:)``): the interface's trust and
         /// domains, writing DSCP when `actions.rewrite-dscp` is on.
-        static func configHop(_ snapshot: PolicySnapshot, ingress: String, egress: String) throws -> PolicyHop
+        static func configHop(_ snapshot: ExportPolicies, ingress: String, egress: String) throws -> PolicyHop
         {
             let policy = snapshot.policy(input: ingress, output: egress)
             guard let trust = policy.trust.field else {

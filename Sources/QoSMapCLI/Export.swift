@@ -3,46 +3,65 @@ import QoSMapCore
 import QoSMapTables
 
 extension QoSMapCommand {
-    /// `qosmap export nft`: nftables rules that set DSCP from qosmapd's mark.
+    /// `qosmap export nft`: an nftables ruleset in a table of the tool's own.
     struct Export: TextCommand {
         static let configuration = CommandConfiguration(
             commandName: "export",
             abstract:
-                "Print nftables rules that set DSCP from the skb mark written by qosmapd (mark-only mode).",
+                "Print an nftables ruleset: DSCP from qosmapd's mark, or a whole qosmapd config in the kernel.",
             discussion: """
-                The mark carries class and color (see MarkEncoding: bit 5 set, class in bits 4-2, color \
-                in bits 1-0, at the mask's lowest bit). The rules dispatch on it with a verdict map to one \
+                Without --config (mark-only mode): the mark carries class and color (bit 5 set, class in \
+                bits 4-2, color in bits 1-0, at the mask's lowest bit); a verdict map on it jumps to one \
                 chain per class and color, each setting the domain's outbound DSCP (ECN is kept). \
-                Load with: qosmap export nft | nft -f -
+                With --config qosmapd.yaml: the same markings qosmapd would give, with no daemon: a \
+                forward-hook chain maps iifname . oifname to one chain per distinct DSCP table, whose \
+                ip dscp and ip6 dscp verdict maps go to one chain per distinct action (DSCP, mark, \
+                priority); interfaces the config does not name get its defaults. The table carries \
+                the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
+                one transaction. Load with: qosmap export nft | nft -f -
                 """)
 
         @Argument(help: "The format: nft.")
         var format: String
 
-        @Option(name: .long, help: "The outbound DS domain whose DSCP values are written.")
-        var domain: String = "default"
+        @Option(name: .long, help: "The outbound DS domain whose DSCP values are written (mark-only mode).")
+        var domain: String?
 
-        @Option(name: .long, help: "The mark mask qosmapd uses (actions.mark.mask).")
-        var mask: String = "0x3f"
+        @Option(name: .long, help: "The mark mask qosmapd uses (actions.mark.mask; mark-only mode).")
+        var mask: String?
 
-        @Option(name: .long, help: "The nftables table name (family inet).")
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "A qosmapd config: export its whole marking for the kernel, no daemon needed.",
+                valueName: "FILE"))
+        var config: String?
+
+        @Option(
+            name: .long,
+            help: "The nftables table name (family inet): qosmap, or qosmap followed by letters, digits, _.")
         var table: String = "qosmap"
 
-        @Option(name: .long, help: "The postrouting chain priority.")
+        @Option(name: .long, help: "The chain priority (postrouting without --config, forward with it).")
         var priority: Int = -150
 
         @OptionGroup var tableOptions: TableOptions
 
         func validate() throws {
             guard format == "nft" else { throw ValidationError("invalid format '\(format)'; allowed: nft") }
-            guard NFTIdentifier.isValid(table) else {
-                throw ValidationError("invalid --table '\(table)'; allowed: letters, digits and _")
+            if let problem = NFTIdentifier.problem(table) { throw ValidationError(problem) }
+            if config != nil, domain != nil || mask != nil {
+                throw ValidationError(
+                    "--\(domain != nil ? "domain" : "mask") does not apply with --config; allowed: the config's domains and actions.mark"
+                )
             }
         }
 
         func standardOutput() throws -> String {
-            guard let m = parseInteger(Substring(mask)), let m32 = UInt32(exactly: m) else {
-                throw UsageError("invalid --mask '\(mask)'; allowed: a 32-bit value such as 0x3f")
+            if let config { return try exportConfig(config) }
+            let maskText = mask ?? "0x3f"
+            guard let m = parseInteger(Substring(maskText)), let m32 = UInt32(exactly: m) else {
+                throw UsageError("invalid --mask '\(maskText)'; allowed: a 32-bit value such as 0x3f")
             }
             let encoding: MarkEncoding
             do {
@@ -51,18 +70,33 @@ extension QoSMapCommand {
                 throw UsageError(error.description)
             }
             let set = try tableOptions.load()
-            let d = try resolveDomain(domain, in: set)
+            let d = try resolveDomain(domain ?? "default", in: set)
             return Self.nftRules(domain: d, encoding: encoding, table: table, priority: priority)
         }
 
+        func exportConfig(_ path: String) throws -> String {
+            let config = try ExportConfig.load(path: path)
+            let policies = try ExportPolicies(
+                config: config, extraTables: tableOptions.tables,
+                systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)
+            return NFTRuleset(policies: policies, table: table, priority: priority, source: path).text
+        }
+
         static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }
+
+        /// The lines that replace table `table` atomically: declare it (so the
+        /// delete cannot fail on a first load), delete it, define it anew.
+        static func tableHeader(_ table: String) -> String {
+            "table inet \(table) { comment \"\(NFTIdentifier.marker)\"; }\ndelete table inet \(table)\n"
+                + "table inet \(table) {\n  comment \"\(NFTIdentifier.marker)\"\n"
+        }
 
         /// The ruleset text: one chain per cell, a vmap from the masked mark.
         static func nftRules(domain: DSDomain, encoding: MarkEncoding, table: String, priority: Int) -> String
         {
             var out = "# qosmap export nft --domain \(domain.name) --mask \(hex(encoding.mask))\n"
             out += "# DSCP from the skb mark written by qosmapd; ECN bits are kept.\n"
-            out += "table inet \(table)\ndelete table inet \(table)\ntable inet \(table) {\n"
+            out += tableHeader(table)
             for t in Treatment.allCells {
                 let dscp = domain.dscp(for: t).rawValue
                 out += "  chain \(chainName(t)) {\n"
@@ -84,12 +118,32 @@ extension QoSMapCommand {
     }
 }
 
-/// nft identifiers this command accepts.
+/// The table names this command accepts: the tool's own namespace.
+///
+/// nft cannot test a table's comment inside a transaction, and declaring a
+/// table with a comment does not fail on an existing table without one, so
+/// the `delete table` the output starts with would wipe any table of that
+/// name. Only names starting with `qosmap` are taken, and every table written
+/// carries ``marker`` so that a reader can tell.
 enum NFTIdentifier {
-    static func isValid(_ s: String) -> Bool {
-        !s.isEmpty && s.count <= 64
-            && s.unicodeScalars.allSatisfy {
-                ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_"
-            }
+    /// The table comment on every table this tool writes.
+    static let marker = "managed by qosmap"
+    /// nft's `NFT_NAME_MAXLEN` is 256 bytes with the terminating NUL.
+    static let maxLength = 255
+
+    /// Why `s` is refused as a table name, or nil when it is fine.
+    static func problem(_ s: String) -> String? {
+        if s.utf8.count > maxLength {
+            return
+                "invalid --table: \(s.utf8.count) characters; allowed: at most \(maxLength) (nft's NFT_NAME_MAXLEN)"
+        }
+        let ok = s.unicodeScalars.allSatisfy {
+            ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_"
+        }
+        guard ok, s.hasPrefix("qosmap") else {
+            return "invalid --table '\(s)'; allowed: qosmap, or qosmap followed by letters, digits and _ "
+                + "(the tool replaces only tables of its own)"
+        }
+        return nil
     }
 }

@@ -42,7 +42,7 @@ struct InProcessTests {
         (
             "export-nft-5p3d-mask.nft",
             [
-                "export", "nft", "--domain", "5p3d", "--mask", "0x3f00", "--table", "qos_5p3d",
+                "export", "nft", "--domain", "5p3d", "--mask", "0x3f00", "--table", "qosmap_5p3d",
                 "--priority=-100",
                 "--no-system-tables",
             ]
@@ -66,7 +66,7 @@ struct InProcessTests {
         ),
         (
             ["export", "nft", "--table", "q-s"],
-            "qosmap: error: invalid --table 'q-s'; allowed: letters, digits and _\n"
+            "qosmap: error: invalid --table 'q-s'; allowed: qosmap, or qosmap followed by letters, digits and _ (the tool replaces only tables of its own)\n"
         ),
         (
             ["export", "nft", "--domain", "gold", "--no-system-tables"],

@@ -67,3 +67,37 @@ wait_file() {
   for _ in $(seq 50); do [ -e "$1" ] && return 0; sleep 0.1; done
   return 1
 }
+
+# A router with TWO ingress and TWO egress interfaces (tools/e2e/35-datapath-matrix):
+#
+#   client 1 $C1 c0 198.18.1.1 fd00:11::1 -- in1  198.18.1.254 fd00:11::fe
+#   client 2 $C2 c0 198.18.2.1 fd00:12::1 -- in2  198.18.2.254 fd00:12::fe
+#   server 1 $S1 s0 198.19.1.1 fd00:21::1 -- out1 198.19.1.254 fd00:21::fe
+#   server 2 $S2 s0 198.19.2.1 fd00:22::1 -- out2 198.19.2.254 fd00:22::fe
+#
+# The router is $R (inr). netns_cleanup_2x2 removes the five namespaces.
+C1=qmc1$NETNS_SUF; C2=qmc2$NETNS_SUF; S1=qms1$NETNS_SUF; S2=qms2$NETNS_SUF
+netns_topology_2x2() {
+  local ns n
+  for ns in "$C1" "$C2" "$R" "$S1" "$S2"; do ip netns add "$ns" || return 1; ip -n "$ns" link set lo up; done
+  for n in 1 2; do
+    local c=C$n s=S$n
+    ip link add c0 netns "${!c}" type veth peer name in$n netns "$R" || return 1
+    ip link add s0 netns "${!s}" type veth peer name out$n netns "$R" || return 1
+    ip -n "${!c}" addr add 198.18.$n.1/24 dev c0; ip -n "${!c}" addr add fd00:1$n::1/64 dev c0 nodad
+    ip -n "$R" addr add 198.18.$n.254/24 dev in$n; ip -n "$R" addr add fd00:1$n::fe/64 dev in$n nodad
+    ip -n "$R" addr add 198.19.$n.254/24 dev out$n; ip -n "$R" addr add fd00:2$n::fe/64 dev out$n nodad
+    ip -n "${!s}" addr add 198.19.$n.1/24 dev s0; ip -n "${!s}" addr add fd00:2$n::1/64 dev s0 nodad
+    ip -n "${!c}" link set c0 up; ip -n "${!s}" link set s0 up
+    ip -n "$R" link set in$n up; ip -n "$R" link set out$n up
+    ip -n "${!c}" route add default via 198.18.$n.254; ip -n "${!c}" -6 route add default via fd00:1$n::fe
+    ip -n "${!s}" route add default via 198.19.$n.254; ip -n "${!s}" -6 route add default via fd00:2$n::fe
+  done
+  inr sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+}
+
+netns_cleanup_2x2() {
+  local ns
+  for ns in "$C1" "$C2" "$R" "$S1" "$S2"; do ip netns del "$ns" 2>/dev/null; done
+  return 0
+}
