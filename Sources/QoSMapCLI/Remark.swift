@@ -27,7 +27,11 @@ extension QoSMapCommand {
             help: ArgumentHelp("The capture to read (pcap or pcapng).", valueName: "IN"))
         var input: String
 
-        @Option(name: .customLong("out"), help: ArgumentHelp("The pcap file to write.", valueName: "OUT"))
+        @Option(
+            name: .customLong("out"),
+            help: ArgumentHelp(
+                "The pcap file to write, or - for standard output (the summary then goes to standard error).",
+                valueName: "OUT"))
         var output: String
 
         @Option(name: .long, help: "The trusted field, or none.")
@@ -51,7 +55,12 @@ extension QoSMapCommand {
 
         func validate() throws {
             if input.isEmpty { throw ValidationError("--in is empty; allowed: a capture file path") }
-            if output.isEmpty { throw ValidationError("--out is empty; allowed: a file path") }
+            if output.isEmpty { throw ValidationError("--out is empty; allowed: a file path or -") }
+            if input != "-", output != "-", OutputTarget.sameFile(input, output) {
+                throw ValidationError(
+                    "--out '\(output)' is the --in file; allowed: another path (the input is read while the output is written)"
+                )
+            }
         }
 
         func standardOutput() throws -> String {
@@ -64,17 +73,25 @@ extension QoSMapCommand {
             do {
                 reader = try CaptureReader(path: input)
             } catch {
-                throw DataError("\(error.path): cannot read capture: \(error.message)")
+                throw Self.commandError(error, outputPath: output)
             }
             let summary = try Self.remarkFile(reader: reader, outputPath: output, policy: policy)
-            if outputOptions.json {
-                return jsonText(summary.json(domain: ingress.name, egress: egress.name, trust: trust)) + "\n"
+            let text =
+                outputOptions.json
+                ? jsonText(summary.json(domain: ingress.name, egress: egress.name, trust: trust))
+                : summary.text(domain: ingress.name, egress: egress.name)
+            // With --out - the capture owns standard output.
+            if output == "-" {
+                printError(text)
+                return ""
             }
-            return summary.text(domain: ingress.name, egress: egress.name) + "\n"
+            return text + "\n"
         }
 
-        /// Copies every record of `reader` to `outputPath` (via a temporary file
-        /// renamed on success), remarking what it can.
+        /// Copies every record of `reader` to `outputPath`, remarking what it can.
+        /// A regular file or a new path is written via a temporary file renamed on
+        /// success; `-` is standard output, and anything else (a device, a FIFO,
+        /// a symlink such as /dev/stdout) is written in place, never replaced.
         static func remarkFile(reader: CaptureReader, outputPath: String, policy: MarkingPolicy) throws
             -> RemarkSummary
         {
@@ -84,9 +101,8 @@ extension QoSMapCommand {
             case .raw, .ipv4, .ipv6: format = .ip
             default: format = nil
             }
-            let url = URL(fileURLWithPath: outputPath)
-            let temp = url.deletingLastPathComponent()
-                .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
+            let target = OutputTarget(outputPath)
+            let temp = target.writePath
             var summary = RemarkSummary(linkType: reader.linkType.description)
             // One buffer for the whole run: the loop allocates nothing per packet.
             let capacity = max(reader.snapshotLength, 262_144)
@@ -112,23 +128,63 @@ extension QoSMapCommand {
                     try? writer.close()
                     throw error
                 }
-                guard rename(temp, outputPath) == 0 else {
+                guard !target.renames || rename(temp, outputPath) == 0 else {
                     let reason = String(cString: strerror(errno))
                     throw CaptureError(.write, path: outputPath, message: reason)
                 }
             } catch let error as CaptureError {
-                unlink(temp)
-                switch error.operation {
-                case .open, .read, .recordTooLarge:
-                    throw DataError("\(error.path): cannot read capture: \(error.message)")
-                case .write:
-                    throw DataError("\(outputPath): cannot write capture: \(error.message)")
-                case .library:
-                    throw UnavailableError(error.message)
-                }
+                if target.renames { unlink(temp) }
+                throw commandError(error, outputPath: outputPath)
             }
             return summary
         }
+
+        /// The CLI error for a capture error: libpcap missing is exit 69 and
+        /// names the library, not the capture; a bad capture is exit 65.
+        static func commandError(_ error: CaptureError, outputPath: String) -> any Error {
+            switch error.operation {
+            case .open, .read, .recordTooLarge:
+                return DataError("\(error.path): cannot read capture: \(error.message)")
+            case .write:
+                return DataError("\(outputPath): cannot write capture: \(error.message)")
+            case .library:
+                return UnavailableError(error.message)
+            }
+        }
+    }
+}
+
+/// How `remark` writes `--out`: only a regular file or a new path is
+/// replaced (through a temporary file and `rename`); `-` and anything else
+/// are written in place.
+struct OutputTarget {
+    /// The path libpcap opens (`-` is standard output).
+    var writePath: String
+    /// Whether `writePath` is a temporary file renamed over the output on success.
+    var renames: Bool
+
+    init(_ path: String) {
+        var st = stat()
+        let exists = lstat(path, &st) == 0
+        if path == "-" || (exists && st.st_mode & S_IFMT != S_IFREG) {
+            writePath = path
+            renames = false
+        } else {
+            let url = URL(fileURLWithPath: path)
+            writePath =
+                url.deletingLastPathComponent()
+                .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
+            renames = true
+        }
+    }
+
+    /// Whether two paths name the same file (same device and inode), or the same text.
+    static func sameFile(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        var sa = stat()
+        var sb = stat()
+        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 }
 

@@ -2,12 +2,14 @@ import Foundation
 import Testing
 
 /// Runs the built `qosmap` binary, which sits beside the test bundle.
-func qosmap(_ args: [String], environment: [String: String] = [:]) throws -> (
+/// `executable` runs another program instead (a wrapper such as unshare).
+func qosmap(_ args: [String], environment: [String: String] = [:], executable: String? = nil) throws -> (
     status: Int32, out: String, err: String
 ) {
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let process = Process()
-    process.executableURL = bundle.appendingPathComponent("qosmap")
+    process.executableURL =
+        executable.map(URL.init(fileURLWithPath:)) ?? bundle.appendingPathComponent("qosmap")
     process.arguments = args
     // No system tables unless a test asks for them.
     process.environment = ProcessInfo.processInfo.environment.merging(
