@@ -26,14 +26,36 @@ struct TableOptions: ParsableArguments {
 
     /// Loads the built-ins plus every user directory. Without `profiles` only
     /// the built-in domains are parsed, which keeps start-up short.
+    ///
+    /// A broken file in the system directory is left out with a warning on
+    /// stderr (its diagnostics, `file:line:column`); `qosmap validate` still
+    /// fails on it. A broken file under `--tables` fails the command (exit 65).
     func load(profiles: Bool = false) throws -> TableSet {
         do {
-            return try TableLoader.load(
+            let (set, skipped) = try TableLoader.loadSkippingBrokenSystemFiles(
                 directories: tables, systemDirectory: noSystemTables ? nil : Self.systemDirectory,
-                profiles: profiles)
+                onto: profiles ? TableLoader.builtIn : TableLoader.builtInDomains)
+            for line in Self.skippedWarnings(skipped) { printError(line) }
+            return set
         } catch {
             throw DataError(error.description)
         }
+    }
+
+    /// One warning line per diagnostic of a file left out, and one line per file saying so.
+    static func skippedWarnings(_ skipped: [TableDiagnostic]) -> [String] {
+        var lines: [String] = []
+        var files: [String] = []
+        for d in skipped {
+            var w = d
+            w.severity = .warning
+            lines.append(w.description)
+            if !files.contains(d.file) { files.append(d.file) }
+        }
+        for file in files {
+            lines.append("\(file): warning: file skipped; run 'qosmap validate \(file)' for its errors")
+        }
+        return lines
     }
 }
 
