@@ -23,8 +23,8 @@ extension QoSMapCommand {
         @Argument(help: "The field's value, or the service class for 'class'.")
         var value: String
 
-        @Option(name: .long, help: "The color for an outbound lookup.")
-        var color: Color = .green
+        @Option(name: .long, help: "The color for an outbound lookup ('class'). (default: green)")
+        var color: Color?
 
         @Option(name: .long, help: "The DS domain.")
         var domain: String = "default"
@@ -51,7 +51,7 @@ extension QoSMapCommand {
                     throw UsageError(
                         "unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
                 }
-                return .outbound(Treatment(sc, color))
+                return .outbound(Treatment(sc, color ?? .green))
             }
             guard let field = Field(name: kind) else {
                 throw UsageError(
@@ -74,6 +74,10 @@ extension QoSMapCommand {
             if dei, case .inbound(.dot1p, _) = query {
             } else if dei {
                 throw ValidationError("--dei applies only to an 8021p lookup, not '\(kind)'")
+            }
+            if color != nil, case .outbound = query {
+            } else if color != nil {
+                throw ValidationError("--color applies only to 'lookup class', not '\(kind)'")
             }
             if profile != nil, case .profile = query {
             } else if profile != nil {

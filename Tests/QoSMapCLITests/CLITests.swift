@@ -1,6 +1,11 @@
 import Foundation
 import Testing
 
+@testable import QoSMapCLI
+
+/// The top-level subcommands, as an unknown-subcommand error lists them.
+let subcommandNames = QoSMapCommand.configuration.subcommands.map { $0._commandName }.joined(separator: ", ")
+
 /// Runs the built `qosmap` binary, which sits beside the test bundle.
 /// `executable` runs another program instead (a wrapper such as unshare).
 func qosmap(_ args: [String], environment: [String: String] = [:], executable: String? = nil) throws -> (
@@ -93,7 +98,7 @@ struct CLITests {
             "qosmap: error: The value 'vlan' is invalid for '--field <field>'. Please provide one of 'dscp', 'ip-precedence', '8021p' or 'exp'.\n"
         ),
         (["lookup", "dscp"], "qosmap: error: Missing expected argument '<value>'\n"),
-        (["frobnicate"], "qosmap: error: Unexpected argument 'frobnicate'\n"),
+        (["frobnicate"], "qosmap: error: unknown subcommand 'frobnicate'; allowed: \(subcommandNames)\n"),
     ])
     func usageErrorsExit64WithOneLine(args: [String], message: String) throws {
         let result = try qosmap(args)
