@@ -19,7 +19,8 @@ struct NegativeNumberTests {
     @Test func item8_aNegativePositionalIsNamed() {
         let result = qosmapInProcess(["lookup", "dscp", "-1"])
         #expect(result.status == 64)
-        #expect(result.err.hasPrefix("qosmap: error: invalid dscp value '-1'; allowed: 0-63"), "\(result.err)")
+        #expect(
+            result.err.hasPrefix("qosmap: error: invalid dscp value '-1'; allowed: 0-63"), "\(result.err)")
     }
 
     @Test(arguments: [
