@@ -165,37 +165,91 @@ extension QoSMapCommand {
         static let configuration = CommandConfiguration(
             commandName: "validate",
             abstract:
-                "Check table files; print every problem as file:line:column: message (exit 65 on errors).")
+                "Check table files; print every problem as file:line:column: message (exit 65 on errors).",
+            discussion: """
+                The files are checked on top of the domains of /etc/qosmap/domains.d and --tables, \
+                so a file may import a domain defined there. A directory checks every *.yaml and \
+                *.yml file in it; one with none is an error.
+                """)
 
         @Argument(help: "Domain files to check (YAML). Directories check every *.yaml in them.")
         var files: [String]
+
+        @OptionGroup var tableOptions: TableOptions
+        @OptionGroup var output: OutputOptions
 
         func validate() throws {
             if files.isEmpty { throw ValidationError("missing FILE; give one or more table files") }
         }
 
+        struct DiagnosticJSON: Encodable {
+            var file: String
+            var line: Int
+            var column: Int
+            var severity: String
+            var message: String
+        }
+
+        struct ResultJSON: Encodable {
+            var files: Int
+            var valid: Bool
+            var diagnostics: [DiagnosticJSON]
+        }
+
         func run() throws {
             var sources: [TableSource] = []
-            var unreadable: [String] = []
+            var diagnostics: [TableDiagnostic] = []
             for path in files {
-                do {
-                    if isDirectory(path) {
-                        sources += try TableFiles.sources(inDirectory: path)
-                    } else {
-                        sources.append(try TableFiles.source(atPath: path))
+                if isDirectory(path) {
+                    let read = TableLoader.readTableDirectory(path)
+                    sources += read.sources
+                    diagnostics += read.unreadable
+                    if read.sources.isEmpty && read.unreadable.isEmpty {
+                        diagnostics.append(
+                            TableDiagnostic(
+                                file: path, line: 1, column: 1,
+                                message: "no table files (*.yaml, *.yml) in this directory"))
                     }
-                } catch let e as DataError {
-                    unreadable.append(e.description)
+                } else {
+                    do {
+                        sources.append(try TableLoader.source(atPath: path))
+                    } catch {
+                        diagnostics += error.diagnostics
+                    }
                 }
             }
-            var lines = unreadable
+            // The domains the files may import: the system directory and --tables,
+            // without the files being checked.
+            let base: TableSet
             do {
-                lines += try TableLoader.load(sources).warnings.map(\.description)
+                let (set, skipped) = try TableLoader.loadSkippingBrokenSystemFiles(
+                    directories: tableOptions.tables,
+                    systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory,
+                    onto: TableLoader.builtIn, excluding: Set(sources.map(\.path)))
+                for line in TableOptions.skippedWarnings(skipped) { printError(line) }
+                base = set
             } catch {
-                throw DataError((lines + error.diagnostics.map(\.description)).joined(separator: "\n"))
+                throw DataError(error.description)
             }
-            if !unreadable.isEmpty { throw DataError(lines.joined(separator: "\n")) }
-            for line in lines { printError(line) }
+            do {
+                diagnostics += try TableLoader.load(sources, onto: base).warnings
+            } catch {
+                diagnostics += error.diagnostics
+            }
+            diagnostics.sort { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }
+            let failed = diagnostics.contains { $0.severity == .error }
+            if output.json {
+                let rows = diagnostics.map {
+                    DiagnosticJSON(
+                        file: $0.file, line: $0.line, column: $0.column,
+                        severity: $0.severity == .error ? "error" : "warning", message: $0.message)
+                }
+                print(jsonText(ResultJSON(files: sources.count, valid: !failed, diagnostics: rows)))
+                if failed { throw ExitCode(ExitStatus.dataError) }
+                return
+            }
+            if failed { throw DataError(diagnostics.map(\.description).joined(separator: "\n")) }
+            for d in diagnostics { printError(d.description) }
             print("\(sources.count) file(s) valid")
         }
     }

@@ -59,8 +59,11 @@ extension TableLoader {
     /// - Returns: the set, and the diagnostics of every file left out.
     /// - Throws: ``TableLoadError`` when a file of `directories` is at fault;
     ///   it also carries the diagnostics of the files left out.
+    /// - Parameter excluding: paths of files to leave out silently (the
+    ///   files `validate` checks on top of the others).
     public static func loadSkippingBrokenSystemFiles(
-        directories: [String], systemDirectory: String?, onto base: TableSet
+        directories: [String], systemDirectory: String?, onto base: TableSet,
+        excluding: Set<String> = []
     ) throws(TableLoadError) -> (set: TableSet, skipped: [TableDiagnostic]) {
         var system: [TableSource] = []
         var skipped: [TableDiagnostic] = []
@@ -80,6 +83,11 @@ extension TableLoader {
             TableLoadError(d.sorted { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) })
         }
         if !unreadable.isEmpty { throw sorted(skipped + unreadable) }
+        if !excluding.isEmpty {
+            let excluded = Set(excluding.map(realPath))
+            system.removeAll { excluded.contains(realPath($0.path)) }
+            user.removeAll { excluded.contains(realPath($0.path)) }
+        }
         // Each round leaves out at least one file, so this ends.
         while true {
             do {
@@ -94,6 +102,22 @@ extension TableLoader {
                 system.removeAll { bad.contains($0.path) }
             }
         }
+    }
+
+    /// The canonical path (`realpath`), or the path itself when it cannot be resolved.
+    public static func realPath(_ path: String) -> String {
+        guard let p = realpath(path, nil) else { return path }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// The readable `*.yaml` and `*.yml` files of a directory, in name order,
+    /// and a diagnostic for each file (or the directory) that cannot be read,
+    /// so that one bad file does not hide the others.
+    public static func readTableDirectory(_ dir: String) -> (
+        sources: [TableSource], unreadable: [TableDiagnostic]
+    ) {
+        readDirectory(dir)
     }
 
     /// Reads the `*.yaml` and `*.yml` files of a directory, in name order.
