@@ -91,6 +91,11 @@ extension QoSMapCommand {
             let needsProfiles = if case .profile = query { true } else { false }
             let set = try tableOptions.load(profiles: needsProfiles)
             let d = try resolveDomain(domain, in: set)
+            if dei, d.dropEligibility != .color {
+                printError(
+                    "qosmap: warning: domain '\(d.name)' ignores DEI (dei: \(d.dropEligibility.name)); --dei changes nothing"
+                )
+            }
             switch query {
             case .profile(let q):
                 try runProfileLookup(q, set: set, domain: d)
@@ -104,6 +109,7 @@ extension QoSMapCommand {
                         jsonText(
                             InboundJSON(
                                 domain: d.name, field: field.name, value: Int(raw),
+                                dei: field == .dot1p ? dei : nil,
                                 serviceClass: t.serviceClass.name,
                                 color: t.color.name, outbound: marks.dictionary)))
                 } else {
@@ -123,7 +129,7 @@ extension QoSMapCommand {
                             OutboundJSON(
                                 domain: d.name, serviceClass: t.serviceClass.name, color: t.color.name,
                                 dscp: marks.dscp, ipPrecedence: marks.precedence, dot1p: marks.pcp,
-                                exp: marks.exp)))
+                                dei: marks.deiMeaningful ? (marks.dei ? 1 : 0) : nil, exp: marks.exp)))
                 } else {
                     print("outbound \(t) in domain \(d.name):")
                     print(marks.text)
@@ -151,8 +157,11 @@ struct OutboundMarks {
         deiMeaningful = d.dropEligibility == .color
     }
 
+    /// The marks by field name, with the S-tag `dei` (0 or 1) when the domain carries color in DEI.
     var dictionary: [String: Int] {
-        ["dscp": dscp, "ip-precedence": precedence, "8021p": pcp, "exp": exp]
+        var d = ["dscp": dscp, "ip-precedence": precedence, "8021p": pcp, "exp": exp]
+        if deiMeaningful { d["dei"] = dei ? 1 : 0 }
+        return d
     }
 
     var text: String {
@@ -171,6 +180,8 @@ struct InboundJSON: Encodable {
     var domain: String
     var field: String
     var value: Int
+    /// The DEI input of an 8021p lookup; absent for other fields.
+    var dei: Bool?
     var serviceClass: String
     var color: String
     var outbound: [String: Int]
@@ -183,10 +194,12 @@ struct OutboundJSON: Encodable {
     var dscp: Int
     var ipPrecedence: Int
     var dot1p: Int
+    /// The S-tag DEI written (0 or 1), when the domain carries color in DEI.
+    var dei: Int?
     var exp: Int
 
     enum CodingKeys: String, CodingKey {
-        case domain, serviceClass, color, dscp, exp
+        case domain, serviceClass, color, dscp, exp, dei
         case ipPrecedence = "ip-precedence"
         case dot1p = "8021p"
     }

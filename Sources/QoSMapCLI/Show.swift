@@ -43,17 +43,22 @@ extension QoSMapCommand {
             for f in fields {
                 if showIn { sections.append(inboundText(d, f)) }
                 if showOut { sections.append(outboundText(d, f)) }
+                if showOut, f == .dot1p, d.dropEligibility == .color { sections.append(deiText(d)) }
             }
             print(sections.joined(separator: "\n\n"))
         }
 
         func inboundText(_ d: DSDomain, _ f: Field) -> String {
+            // With color in DEI, an S-tag's DEI=1 changes the color: one more column.
+            let withDEI = f == .dot1p && d.dropEligibility == .color
             var rows = [[f == .dscp ? "DSCP" : f.name.uppercased(), "Service", "Color"]]
             if f == .dscp { rows[0].insert("PHB", at: 1) }
+            if withDEI { rows[0].append("Color (DEI 1)") }
             for v in 0..<f.valueCount {
                 let t = d.classify(f, UInt8(v))
                 var row = ["\(v)", t.serviceClass.name, t.color.name]
                 if f == .dscp { row.insert(DSCP(truncating: UInt8(v)).name ?? "-", at: 1) }
+                if withDEI { row.append(d.classify(pcp: PCP(truncating: UInt8(v)), dei: true).color.name) }
                 rows.append(row)
             }
             return "inbound \(f.name) -> service class and color\n" + table(rows, indent: "  ")
@@ -70,6 +75,15 @@ extension QoSMapCommand {
             }
             return "outbound service class and color -> \(f.name)\n" + table(rows, indent: "  ")
         }
+
+        /// The S-tag DEI written per class and color (a domain with `dei: color`).
+        func deiText(_ d: DSDomain) -> String {
+            var rows = [["Service", "Green", "Yellow", "Red"]]
+            for sc in ServiceClass.allCases {
+                rows.append([sc.name] + Color.allCases.map { d.dei(for: Treatment(sc, $0)) ? "1" : "0" })
+            }
+            return "outbound service class and color -> S-tag DEI\n" + table(rows, indent: "  ")
+        }
     }
 }
 
@@ -78,6 +92,8 @@ struct ShowJSON: Encodable {
         var value: Int
         var serviceClass: String
         var color: String
+        /// For 8021p in a domain with `dei: color`: the color when the S-tag's DEI is 1.
+        var colorDEI: String?
     }
     struct OutboundRow: Encodable {
         var serviceClass: String
@@ -102,7 +118,11 @@ struct ShowJSON: Encodable {
             for f in fields {
                 map[f.name] = (0..<f.valueCount).map { v in
                     let t = d.classify(f, UInt8(v))
-                    return InboundRow(value: v, serviceClass: t.serviceClass.name, color: t.color.name)
+                    let withDEI = f == .dot1p && d.dropEligibility == .color
+                    return InboundRow(
+                        value: v, serviceClass: t.serviceClass.name, color: t.color.name,
+                        colorDEI: withDEI
+                            ? d.classify(pcp: PCP(truncating: UInt8(v)), dei: true).color.name : nil)
                 }
             }
             self.inbound = map
@@ -115,6 +135,13 @@ struct ShowJSON: Encodable {
                         serviceClass: sc.name, green: Int(d.mark(f, for: Treatment(sc, .green)).rawValue),
                         yellow: Int(d.mark(f, for: Treatment(sc, .yellow)).rawValue),
                         red: Int(d.mark(f, for: Treatment(sc, .red)).rawValue))
+                }
+                if f == .dot1p, d.dropEligibility == .color {
+                    map["dei"] = ServiceClass.allCases.map { sc in
+                        func bit(_ c: Color) -> Int { d.dei(for: Treatment(sc, c)) ? 1 : 0 }
+                        return OutboundRow(
+                            serviceClass: sc.name, green: bit(.green), yellow: bit(.yellow), red: bit(.red))
+                    }
                 }
             }
             self.outbound = map
