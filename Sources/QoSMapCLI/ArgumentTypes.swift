@@ -50,3 +50,11 @@ extension Color: ExpressibleByArgument {
     /// The canonical name.
     public var defaultValueDescription: String { name }
 }
+
+extension UntrustedFallback: ExpressibleByArgument {
+    /// `default` or `keep`.
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+
+    /// The name.
+    public var defaultValueDescription: String { rawValue }
+}

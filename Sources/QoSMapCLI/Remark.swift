@@ -50,6 +50,16 @@ extension QoSMapCommand {
             transform: { try RewriteFields(parsing: $0) })
         var rewrite: RewriteFields = .dscp
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "What to do with a packet that lacks the trusted field: default (classify it BE/green and write it) or keep (leave it unchanged).",
+                valueName: "default|keep"))
+        var untrusted: UntrustedFallback = .bestEffort
+
+        @Flag(name: .long, help: "Also list the index (1-based) of each malformed packet.")
+        var verbose = false
+
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var outputOptions: OutputOptions
 
@@ -67,7 +77,8 @@ extension QoSMapCommand {
             let set = try tableOptions.load()
             let ingress = try resolveDomain(domain, in: set)
             let egress = try resolveDomain(egressDomain ?? domain, in: set)
-            let policy = MarkingPolicy(trust: trust, ingress: ingress, egress: egress, rewrite: rewrite)
+            var policy = MarkingPolicy(trust: trust, ingress: ingress, egress: egress, rewrite: rewrite)
+            policy.untrusted = untrusted
 
             let reader: CaptureReader
             do {
@@ -78,14 +89,26 @@ extension QoSMapCommand {
             let summary = try Self.remarkFile(reader: reader, outputPath: output, policy: policy)
             let text =
                 outputOptions.json
-                ? jsonText(summary.json(domain: ingress.name, egress: egress.name, trust: trust))
-                : summary.text(domain: ingress.name, egress: egress.name)
+                ? jsonText(
+                    summary.json(
+                        domain: ingress.name, egress: egress.name, trust: trust, untrusted: untrusted,
+                        verbose: verbose))
+                : summary.text(
+                    domain: ingress.name, egress: egress.name, trust: trust, untrusted: untrusted,
+                    verbose: verbose)
             // With --out - the capture owns standard output.
             if output == "-" {
                 printError(text)
-                return ""
+            } else if summary.truncation != nil {
+                print(text)
             }
-            return text + "\n"
+            if let truncation = summary.truncation {
+                // What preceded the cut is written and summarized; the cut is still bad data.
+                throw DataError(
+                    "\(input): capture is cut off after \(summary.packets) complete packets (all written): \(truncation)"
+                )
+            }
+            return output == "-" ? "" : text + "\n"
         }
 
         /// Copies every record of `reader` to `outputPath`, remarking what it can.
@@ -103,7 +126,7 @@ extension QoSMapCommand {
             }
             let target = OutputTarget(outputPath)
             let temp = target.writePath
-            var summary = RemarkSummary(linkType: reader.linkType.description)
+            var summary = RemarkSummary(linkType: reader.linkType.description, fallback: policy.untrusted)
             // One buffer for the whole run: the loop allocates nothing per packet.
             let capacity = max(reader.snapshotLength, 262_144)
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
@@ -112,15 +135,24 @@ extension QoSMapCommand {
                 let writer = try CaptureWriter(
                     path: temp, linkType: reader.linkType, snapshotLength: reader.snapshotLength)
                 do {
-                    while let record = try reader.next(into: buffer) {
+                    while true {
+                        let next: CaptureRecord?
+                        do {
+                            next = try reader.next(into: buffer)
+                        } catch  where error.operation == .read && error.message.contains("truncated") {
+                            // A file cut off mid-record: keep every complete record.
+                            summary.truncation = error.message
+                            break
+                        }
+                        guard let record = next else { break }
                         let packet = UnsafeMutableRawBufferPointer(
                             rebasing: buffer[0..<record.capturedLength])
+                        summary.packets += 1
                         if let format {
                             summary.count(PacketMarker.remark(packet, format: format, policy: policy))
                         } else {
-                            summary.unsupported += 1
+                            summary.unsupportedLinkType += 1
                         }
-                        summary.packets += 1
                         writer.write(record, UnsafeRawBufferPointer(packet))
                     }
                     try writer.close()
@@ -195,26 +227,53 @@ struct RemarkSummary {
     var rewritten = 0
     var unchanged = 0
     var malformed = 0
-    var unsupported = 0
+    /// Parsed, but none of the fields to write is present (ARP with `--rewrite dscp`).
+    var noFieldToWrite = 0
+    /// Packets of a link type remark does not parse, copied unchanged.
+    var unsupportedLinkType = 0
+    /// Packets without the trusted field (given the fallback, or kept).
+    var untrusted = 0
     /// Packets remarked from a valid fixed IP header whose tail is malformed (also in their status count).
     var malformedTail = 0
+    /// Packets whose DSCP, 802.1p or EXP bytes changed.
+    var changed: [Field: Int] = [:]
+    /// The 1-based index of each malformed packet.
+    var malformedIndices: [Int] = []
+    /// libpcap's message when the file is cut off mid-record.
+    var truncation: String?
+    /// The policy's fallback for packets without the trusted field.
+    var fallback: UntrustedFallback = .bestEffort
     /// Packets per ingress class × color, in `Treatment.cellIndex` order.
     var cells = [Int](repeating: 0, count: 24)
 
+    /// `unsupported` in the JSON: no field to write plus unsupported link type.
+    var unsupported: Int { noFieldToWrite + unsupportedLinkType }
+
+    /// Counts one packet; call after incrementing `packets`.
     mutating func count(_ r: RemarkResult) {
         switch r.status {
         case .rewritten: rewritten += 1
         case .unchanged: unchanged += 1
-        case .malformed: malformed += 1
-        case .unsupported: unsupported += 1
+        case .malformed:
+            malformed += 1
+            malformedIndices.append(packets)
+        case .unsupported: noFieldToWrite += 1
         }
         if r.tailMalformed { malformedTail += 1 }
-        if r.status == .rewritten || r.status == .unchanged {
+        if r.trustedFieldAbsent { untrusted += 1 }
+        for field in r.changedFields.fields { changed[field, default: 0] += 1 }
+        // A packet kept for want of the trusted field was not classified.
+        let kept = r.trustedFieldAbsent && fallback == .keep
+        if (r.status == .rewritten || r.status == .unchanged) && !kept {
             cells[r.treatment.cellIndex] += 1
         }
     }
 
-    func text(domain: String, egress: String) -> String {
+    func text(
+        domain: String, egress: String, trust: TrustMode, untrusted fallback: UntrustedFallback, verbose: Bool
+    )
+        -> String
+    {
         var rows = [["CLASS", "GREEN", "YELLOW", "RED"]]
         for sc in ServiceClass.allCases {
             let counts = Color.allCases.map { cells[Treatment(sc, $0).cellIndex] }
@@ -223,9 +282,23 @@ struct RemarkSummary {
         }
         var lines = [
             "\(packets) packets (\(linkType)), domain \(domain) -> \(egress)",
-            "rewritten \(rewritten), unchanged \(unchanged), malformed \(malformed), unsupported \(unsupported)"
-                + ", malformed tail \(malformedTail)",
+            "rewritten \(rewritten), unchanged \(unchanged), malformed \(malformed), no field to write \(noFieldToWrite)"
+                + ", unsupported link type \(unsupportedLinkType), malformed tail \(malformedTail)",
+            "rewritten fields: "
+                + RewriteFields.writable.map { "\($0.name) \(changed[$0, default: 0])" }.joined(
+                    separator: ", "),
         ]
+        if untrusted > 0 {
+            let what =
+                fallback == .keep
+                ? "left unchanged (--untrusted keep)"
+                : "classified BE/green (--untrusted keep leaves them unchanged)"
+            lines.append("without the trusted \(trust.name) field: \(untrusted), \(what)")
+        }
+        if verbose && !malformedIndices.isEmpty {
+            lines.append(
+                "malformed packets (1-based): " + malformedIndices.map(String.init).joined(separator: ", "))
+        }
         if rows.count > 1 {
             lines.append("ingress class and color:")
             lines.append(table(rows, indent: "  "))
@@ -243,21 +316,38 @@ struct RemarkSummary {
         var unchanged: Int
         var malformed: Int
         var unsupported: Int
+        var noFieldToWrite: Int
+        var unsupportedLinkType: Int
+        var untrusted: Int
+        var untrustedFallback: String
         var malformedTail: Int
+        var rewrittenFields: [String: Int]
+        var malformedPackets: [Int]?
+        var truncated: String?
         var classes: [String: [String: Int]]
     }
 
-    func json(domain: String, egress: String, trust: TrustMode) -> JSON {
+    func json(
+        domain: String, egress: String, trust: TrustMode, untrusted fallback: UntrustedFallback, verbose: Bool
+    )
+        -> JSON
+    {
         var classes: [String: [String: Int]] = [:]
         for sc in ServiceClass.allCases {
             var row: [String: Int] = [:]
             for c in Color.allCases { row[c.name] = cells[Treatment(sc, c).cellIndex] }
             classes[sc.name] = row
         }
+        var fields: [String: Int] = [:]
+        for f in RewriteFields.writable { fields[f.name] = changed[f, default: 0] }
         return JSON(
             domain: domain, egressDomain: egress, trust: trust.name,
             linkType: linkType,
             packets: packets, rewritten: rewritten, unchanged: unchanged, malformed: malformed,
-            unsupported: unsupported, malformedTail: malformedTail, classes: classes)
+            unsupported: unsupported, noFieldToWrite: noFieldToWrite,
+            unsupportedLinkType: unsupportedLinkType,
+            untrusted: untrusted, untrustedFallback: fallback.rawValue,
+            malformedTail: malformedTail, rewrittenFields: fields,
+            malformedPackets: verbose ? malformedIndices : nil, truncated: truncation, classes: classes)
     }
 }

@@ -10,6 +10,8 @@ public struct MarkingPolicy: Sendable {
     public var egress: DSDomain
     /// The fields written.
     public var rewrite: RewriteFields
+    /// What happens to a packet that lacks the trusted field.
+    public var untrusted: UntrustedFallback = .bestEffort
 
     /// Creates a policy; the egress domain defaults to the ingress domain.
     public init(
@@ -20,4 +22,13 @@ public struct MarkingPolicy: Sendable {
         self.egress = egress ?? ingress
         self.rewrite = rewrite
     }
+}
+
+/// What ``PacketMarker`` does with a packet that lacks the trusted field
+/// (trust `8021p` and an untagged frame, say).
+public enum UntrustedFallback: String, Sendable, Hashable, CaseIterable {
+    /// Classify it BE/green and write the fields present (the default).
+    case bestEffort = "default"
+    /// Leave it unchanged: status ``RemarkResult/Status/unchanged``, nothing written.
+    case keep
 }

@@ -19,7 +19,8 @@ import QoSMapCore
 /// Trust reads: `dscp` and `ip-precedence` the IP header; `8021p` the outer tag's
 /// PCP, with its DEI when the outer tag is an S-tag; `exp` the top label. When the
 /// trusted field is absent the packet is BE/green, as with trust `none`, and the
-/// fields that are present are still written.
+/// fields that are present are still written; with ``MarkingPolicy/untrusted``
+/// `.keep` it is left unchanged instead. ``RemarkResult/trustedFieldAbsent`` says which.
 public enum PacketMarker {
     /// Parses and remarks in place; malformed/truncated/unknown input is left
     /// byte-for-byte unchanged. Never reads outside the buffer, never allocates.
@@ -90,22 +91,35 @@ public enum PacketMarker {
 
         // Ingress: the trusted field, or BE/green when it is absent.
         var treatment = Treatment.bestEffort
+        var absent = false
         switch policy.trust {
         case .none:
             break
         case .field(.dscp):
-            if frame.l3 >= 0 { treatment = policy.ingress.classify(.dscp, frame.tos >> 2) }
+            if frame.l3 >= 0 {
+                treatment = policy.ingress.classify(.dscp, frame.tos >> 2)
+            } else {
+                absent = true
+            }
         case .field(.ipPrecedence):
-            if frame.l3 >= 0 { treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5) }
+            if frame.l3 >= 0 {
+                treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5)
+            } else {
+                absent = true
+            }
         case .field(.dot1p):
             if frame.tagCount > 0 {
                 let tci = u8(p, 14)
                 let dei = isSTag(u16(p, 12)) && tci & 0x10 != 0
                 treatment = policy.ingress.classify(pcp: PCP(truncating: tci >> 5), dei: dei)
+            } else {
+                absent = true
             }
         case .field(.exp):
             if frame.labelCount > 0 {
                 treatment = policy.ingress.classify(.exp, (u8(p, frame.mplsTop &+ 2) >> 1) & 7)
+            } else {
+                absent = true
             }
         }
 
@@ -114,11 +128,16 @@ public enum PacketMarker {
             labelCount: frame.labelCount,
             tailMalformed: frame.tailMalformed
         )
+        result.trustedFieldAbsent = absent
         if frame.l3 >= 0 {
             result.ipVersion = frame.ipVersion
             result.l3Offset = frame.l3
             result.originalDSCP = DSCP(tos: frame.tos)
             result.newDSCP = result.originalDSCP
+        }
+        if absent, policy.untrusted == .keep {
+            result.status = .unchanged
+            return result
         }
 
         var acted = false
@@ -130,6 +149,7 @@ public enum PacketMarker {
             let newTOS = newDSCP.rawValue << 2 | (frame.tos & 3)
             if newTOS != frame.tos {
                 changed = true
+                result.changedFields.insert(.dscp)
                 if write { writeTOS(p, frame.l3, frame.ipVersion, old: frame.tos, new: newTOS) }
             }
             result.newDSCP = newDSCP
@@ -148,6 +168,7 @@ public enum PacketMarker {
                 if new != old {
                     if write { store8(p, tpidAt &+ 2, new) }
                     changed = true
+                    result.changedFields.insert(.dot1p)
                 }
                 i &+= 1
             }
@@ -159,6 +180,7 @@ public enum PacketMarker {
             if new != old {
                 if write { store8(p, frame.mplsTop &+ 2, new) }
                 changed = true
+                result.changedFields.insert(.exp)
             }
         }
         result.status = changed ? .rewritten : (acted ? .unchanged : .unsupported)

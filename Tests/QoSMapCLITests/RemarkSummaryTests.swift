@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+@testable import QoSMapCLI
+
+/// Issue 13 items 7 and 13: the remark summary, the untrusted fallback and
+/// captures cut off mid-record.
+@Suite("qosmap remark summary")
+final class RemarkSummaryTests {
+    let dir: URL
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("qosmap-summary-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: dir) }
+
+    func run(_ input: Data, _ extra: [String]) throws -> (
+        status: Int32, out: String, err: String, written: [[UInt8]]
+    ) {
+        let inURL = dir.appendingPathComponent("in-\(UUID()).pcap")
+        let outURL = dir.appendingPathComponent("out-\(UUID()).pcap")
+        try input.write(to: inURL)
+        defer {
+            try? FileManager.default.removeItem(at: inURL)
+            try? FileManager.default.removeItem(at: outURL)
+        }
+        let r = qosmapInProcess(
+            ["remark", "--in", inURL.path, "--out", outURL.path, "--no-system-tables"] + extra)
+        let written = (try? Data(contentsOf: outURL)).map { (try? RemarkFixture.records($0)) ?? [] } ?? []
+        return (r.status, r.out, r.err, written)
+    }
+
+    /// Untagged EF voice with trust 8021p: counted apart; `--untrusted keep` leaves it.
+    @Test func item7_untrustedPacketsAreCountedAndSelectable() throws {
+        let ef = RemarkFixture.ethernetIPv4 + RemarkFixture.ipv4(tos: 46 << 2)
+        let pcap = RemarkFixture.pcap([ef])
+        let fallback = try run(pcap, ["--trust", "8021p"])
+        #expect(fallback.status == 0)
+        #expect(
+            fallback.out.contains(
+                "without the trusted 8021p field: 1, classified BE/green (--untrusted keep leaves them unchanged)\n"
+            ))
+        #expect(fallback.written.first?[15] == 0, "EF becomes DSCP 0 under the BE fallback")
+        let kept = try run(pcap, ["--trust", "8021p", "--untrusted", "keep"])
+        #expect(kept.status == 0)
+        #expect(kept.out.contains("without the trusted 8021p field: 1, left unchanged (--untrusted keep)\n"))
+        #expect(kept.out.contains("rewritten 0, unchanged 1,"))
+        #expect(kept.written.first == ef)
+    }
+
+    /// Non-IP frames and frames of an unknown link type are told apart; fields
+    /// are counted; --verbose lists malformed packets.
+    @Test func item7_countsPerCauseAndField() throws {
+        let frames = RemarkFixture.frames.map(\.bytes)
+        let result = try run(RemarkFixture.pcap(frames), ["--verbose"])
+        #expect(result.status == 0)
+        #expect(result.out.contains("no field to write 1, unsupported link type 0,"))
+        #expect(result.out.contains("rewritten fields: dscp 3, 8021p 0, exp 0\n"))
+        #expect(result.out.contains("malformed packets (1-based): 5\n"))
+        var other = RemarkFixture.pcap(frames)
+        other[20] = 147  // LINKTYPE_USER0
+        let unknown = try run(other, [])
+        #expect(unknown.out.contains("no field to write 0, unsupported link type 6,"), "\(unknown.out)")
+    }
+
+    /// A stray byte after the last record, or a record cut short: every complete
+    /// record is written, then the truncation is reported (exit 65).
+    @Test(arguments: [1, -3])
+    func item13_aCutOffCaptureKeepsTheCompleteRecords(cut: Int) throws {
+        let frames = RemarkFixture.frames.map(\.bytes)
+        var pcap = RemarkFixture.pcap(frames)
+        if cut > 0 {
+            pcap.append(contentsOf: [UInt8](repeating: 0xAB, count: cut))
+        } else {
+            pcap.removeLast(-cut)
+        }
+        let complete = cut > 0 ? frames.count : frames.count - 1
+        let result = try run(pcap, [])
+        #expect(result.status == 65)
+        #expect(result.written.count == complete)
+        #expect(result.written.first?[15] == 1, "the first frame is remarked (LE to DF, ECN kept)")
+        #expect(
+            result.err.contains(
+                "capture is cut off after \(complete) complete packets (all written): truncated dump file"),
+            "\(result.err)")
+    }
+}
