@@ -149,7 +149,9 @@ extension QoSMapCommand {
                             rebasing: buffer[0..<record.capturedLength])
                         summary.packets += 1
                         if let format {
-                            summary.count(PacketMarker.remark(packet, format: format, policy: policy))
+                            summary.count(
+                                PacketMarker.remark(packet, format: format, policy: policy),
+                                snapped: record.capturedLength < record.originalLength)
                         } else {
                             summary.unsupportedLinkType += 1
                         }
@@ -249,8 +251,13 @@ struct RemarkSummary {
     /// `unsupported` in the JSON: no field to write plus unsupported link type.
     var unsupported: Int { noFieldToWrite + unsupportedLinkType }
 
-    /// Counts one packet; call after incrementing `packets`.
-    mutating func count(_ r: RemarkResult) {
+    /// Packets cut by the capture's snapshot length (`tcpdump -s 96`) after
+    /// complete headers: remarked, and not counted as a malformed tail.
+    var snapped = 0
+
+    /// Counts one packet; call after incrementing `packets`. `snapped`: the
+    /// record holds fewer bytes than the packet had on the wire.
+    mutating func count(_ r: RemarkResult, snapped isSnapped: Bool = false) {
         switch r.status {
         case .rewritten: rewritten += 1
         case .unchanged: unchanged += 1
@@ -259,7 +266,13 @@ struct RemarkSummary {
             malformedIndices.append(packets)
         case .unsupported: noFieldToWrite += 1
         }
-        if r.tailMalformed { malformedTail += 1 }
+        // The IP lengths of a snapped packet run past the record: that is the
+        // snapshot length at work, not a malformed tail.
+        if r.tailMalformed && isSnapped {
+            snapped += 1
+        } else if r.tailMalformed {
+            malformedTail += 1
+        }
         if r.trustedFieldAbsent { untrusted += 1 }
         for field in r.changedFields.fields { changed[field, default: 0] += 1 }
         // A packet kept for want of the trusted field was not classified.
@@ -283,7 +296,7 @@ struct RemarkSummary {
         var lines = [
             "\(packets) packets (\(linkType)), domain \(domain) -> \(egress)",
             "rewritten \(rewritten), unchanged \(unchanged), malformed \(malformed), no field to write \(noFieldToWrite)"
-                + ", unsupported link type \(unsupportedLinkType), malformed tail \(malformedTail)",
+                + ", unsupported link type \(unsupportedLinkType), malformed tail \(malformedTail), snapped \(snapped)",
             "rewritten fields: "
                 + RewriteFields.writable.map { "\($0.name) \(changed[$0, default: 0])" }.joined(
                     separator: ", "),
@@ -321,6 +334,7 @@ struct RemarkSummary {
         var untrusted: Int
         var untrustedFallback: String
         var malformedTail: Int
+        var snapped: Int
         var rewrittenFields: [String: Int]
         var malformedPackets: [Int]?
         var truncated: String?
@@ -347,7 +361,7 @@ struct RemarkSummary {
             unsupported: unsupported, noFieldToWrite: noFieldToWrite,
             unsupportedLinkType: unsupportedLinkType,
             untrusted: untrusted, untrustedFallback: fallback.rawValue,
-            malformedTail: malformedTail, rewrittenFields: fields,
+            malformedTail: malformedTail, snapped: snapped, rewrittenFields: fields,
             malformedPackets: verbose ? malformedIndices : nil, truncated: truncation, classes: classes)
     }
 }

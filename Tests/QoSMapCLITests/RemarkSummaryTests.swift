@@ -86,4 +86,30 @@ final class RemarkSummaryTests {
                 "capture is cut off after \(complete) complete packets (all written): truncated dump file"),
             "\(result.err)")
     }
+
+    /// A `tcpdump -s 96` capture: a TCP/IPv4 and an IPv6 packet cut after their
+    /// headers are remarked, and counted as snapped, not as malformed tails.
+    @Test func item12_snappedFramesAreRemarked() throws {
+        var v4 = RemarkFixture.ethernetIPv4 + RemarkFixture.ipv4(tos: 1 << 2, totalLength: 1500)
+        v4 += [UInt8](repeating: 0, count: 96 - v4.count)
+        let v6 = RemarkFixture.ethernetIPv6 + RemarkFixture.ipv6(tc: 8 << 2)
+        var v6Snapped = v6
+        v6Snapped[14 + 5] = 200  // payload length beyond the record
+        var pcap = RemarkFixture.pcap([v4, v6Snapped])
+        // The records' original lengths: 1514 and 254 bytes on the wire.
+        let first = 24
+        let second = first + 16 + v4.count
+        for (at, wire) in [(first, 1514), (second, 254)] {
+            withUnsafeBytes(of: UInt32(wire).littleEndian) {
+                pcap.replaceSubrange((at + 12)..<(at + 16), with: $0)
+            }
+        }
+        let result = try run(pcap, [])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("rewritten 2,"), "\(result.out)")
+        #expect(result.out.contains("malformed tail 0, snapped 2\n"), "\(result.out)")
+        #expect(result.written.first?[15] == 0, "LE to DF")
+        #expect(internetChecksum(result.written.first![14..<34]) == 0)
+        #expect(result.written.last.map { ($0[14] & 0x0F) << 4 | $0[15] >> 4 } == 10 << 2, "CS1 to AF11")
+    }
 }
