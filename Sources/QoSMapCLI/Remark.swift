@@ -133,7 +133,8 @@ extension QoSMapCommand {
             defer { buffer.deallocate() }
             do {
                 let writer = try CaptureWriter(
-                    path: temp, linkType: reader.linkType, snapshotLength: reader.snapshotLength)
+                    path: temp, linkType: reader.linkType, snapshotLength: reader.snapshotLength,
+                    precision: reader.precision)
                 do {
                     while true {
                         let next: CaptureRecord?

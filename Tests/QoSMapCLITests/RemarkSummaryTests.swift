@@ -112,4 +112,34 @@ final class RemarkSummaryTests {
         #expect(internetChecksum(result.written.first![14..<34]) == 0)
         #expect(result.written.last.map { ($0[14] & 0x0F) << 4 | $0[15] >> 4 } == 10 << 2, "CS1 to AF11")
     }
+
+    /// A nanosecond pcap comes out as a nanosecond pcap with the same timestamps.
+    @Test func item14_nanosecondPcapStaysNanosecond() throws {
+        let frames = RemarkFixture.frames.map(\.bytes)
+        var pcap = RemarkFixture.pcap(frames)
+        withUnsafeBytes(of: UInt32(0xA1B2_3C4D).littleEndian) { pcap.replaceSubrange(0..<4, with: $0) }
+        // Nanosecond fractions that microseconds cannot hold.
+        var at = 24
+        for (i, frame) in frames.enumerated() {
+            withUnsafeBytes(of: UInt32(123_456_789 + i).littleEndian) {
+                pcap.replaceSubrange((at + 4)..<(at + 8), with: $0)
+            }
+            at += 16 + frame.count
+        }
+        let inURL = dir.appendingPathComponent("nano.pcap")
+        let outURL = dir.appendingPathComponent("nano-out.pcap")
+        try pcap.write(to: inURL)
+        let result = qosmapInProcess([
+            "remark", "--in", inURL.path, "--out", outURL.path, "--no-system-tables",
+        ])
+        #expect(result.status == 0, "\(result.err)")
+        let out = [UInt8](try Data(contentsOf: outURL))
+        #expect(Array(out[0..<4]) == [0x4D, 0x3C, 0xB2, 0xA1], "nanosecond magic, little-endian")
+        at = 24
+        for (i, frame) in frames.enumerated() {
+            let fraction = out[(at + 4)..<(at + 8)].reversed().reduce(0) { $0 << 8 | Int($1) }
+            #expect(fraction == 123_456_789 + i)
+            at += 16 + frame.count
+        }
+    }
 }
