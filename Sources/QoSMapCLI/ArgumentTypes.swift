@@ -58,3 +58,11 @@ extension UntrustedFallback: ExpressibleByArgument {
     /// The name.
     public var defaultValueDescription: String { rawValue }
 }
+
+extension TagSelection: ExpressibleByArgument {
+    /// `all`, `outer` or `inner`.
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+
+    /// The name.
+    public var defaultValueDescription: String { rawValue }
+}

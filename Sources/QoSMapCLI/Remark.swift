@@ -14,7 +14,7 @@ extension QoSMapCommand {
             discussion: """
                 Each packet's trusted field is mapped to a service class and color by --domain, then to \
                 new markings by --egress-domain. DSCP keeps the ECN bits and the IPv4 header checksum \
-                is updated; 8021p writes the PCP of every VLAN tag (and the DEI of S-tags when the egress \
+                is updated; 8021p writes the PCP of every VLAN tag (--tag outer or inner: that tag only) (and the DEI of S-tags when the egress \
                 domain carries color in DEI); exp writes the top MPLS label. Reads pcap or pcapng, \
                 writes pcap with the input's link type. Malformed and unsupported packets are copied \
                 unchanged; a packet whose fixed IP header is valid but whose options, lengths or \
@@ -57,6 +57,13 @@ extension QoSMapCommand {
                 valueName: "default|keep"))
         var untrusted: UntrustedFallback = .bestEffort
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The VLAN tags of a QinQ stack that 8021p uses: all (trust the outer, write every tag), outer or inner (trust and write that tag only).",
+                valueName: "all|outer|inner"))
+        var tag: TagSelection = .all
+
         @Flag(name: .long, help: "Also list the index (1-based) of each malformed packet.")
         var verbose = false
 
@@ -79,6 +86,7 @@ extension QoSMapCommand {
             let egress = try resolveDomain(egressDomain ?? domain, in: set)
             var policy = MarkingPolicy(trust: trust, ingress: ingress, egress: egress, rewrite: rewrite)
             policy.untrusted = untrusted
+            policy.tags = tag
 
             let reader: CaptureReader
             do {

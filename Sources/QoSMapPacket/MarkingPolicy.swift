@@ -12,6 +12,8 @@ public struct MarkingPolicy: Sendable {
     public var rewrite: RewriteFields
     /// What happens to a packet that lacks the trusted field.
     public var untrusted: UntrustedFallback = .bestEffort
+    /// Which 802.1Q/802.1ad tags of a stack 802.1p trust reads and rewrite writes.
+    public var tags: TagSelection = .all
 
     /// Creates a policy; the egress domain defaults to the ingress domain.
     public init(
@@ -31,4 +33,14 @@ public enum UntrustedFallback: String, Sendable, Hashable, CaseIterable {
     case bestEffort = "default"
     /// Leave it unchanged: status ``RemarkResult/Status/unchanged``, nothing written.
     case keep
+}
+
+/// Which tags of a VLAN stack (QinQ) 802.1p trust reads and rewrite writes.
+public enum TagSelection: String, Sendable, Hashable, CaseIterable {
+    /// Trust the outer tag; write the PCP of every tag (the default).
+    case all
+    /// Trust and write the outer tag only (the S-tag of a QinQ frame).
+    case outer
+    /// Trust and write the innermost tag only (the customer's C-tag).
+    case inner
 }

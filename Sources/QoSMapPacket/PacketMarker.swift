@@ -11,13 +11,14 @@ import QoSMapCore
 /// Fields, given class and color from the trusted field and the ingress domain:
 /// - DSCP: the IPv4 TOS / IPv6 Traffic Class upper six bits; the two ECN bits are
 ///   never touched; the IPv4 header checksum is updated incrementally (RFC 1624, eqn. 3).
-/// - 802.1p: the PCP of every tag in the stack. The DEI of S-tags (0x88a8, 0x9100)
+/// - 802.1p: the PCP of every tag in the stack (``MarkingPolicy/tags``: or the
+///   outer or the innermost tag only). The DEI of S-tags (0x88a8, 0x9100)
 ///   is written from color when the egress domain's `dropEligibility` is `.color`;
 ///   otherwise DEI, and the DEI/CFI bit of C-tags, is left as received.
 /// - EXP: the top label only; inner labels belong to other LSPs' owners.
 ///
 /// Trust reads: `dscp` and `ip-precedence` the IP header; `8021p` the outer tag's
-/// PCP, with its DEI when the outer tag is an S-tag; `exp` the top label. When the
+/// PCP (the innermost's with ``TagSelection/inner``), with its DEI when that tag is an S-tag; `exp` the top label. When the
 /// trusted field is absent the packet is BE/green, as with trust `none`, and the
 /// fields that are present are still written; with ``MarkingPolicy/untrusted``
 /// `.keep` it is left unchanged instead. ``RemarkResult/trustedFieldAbsent`` says which.
@@ -109,8 +110,9 @@ public enum PacketMarker {
             }
         case .field(.dot1p):
             if frame.tagCount > 0 {
-                let tci = u8(p, 14)
-                let dei = isSTag(u16(p, 12)) && tci & 0x10 != 0
+                let tpidAt = policy.tags == .inner ? 12 &+ (frame.tagCount &- 1) &* 4 : 12
+                let tci = u8(p, tpidAt &+ 2)
+                let dei = isSTag(u16(p, tpidAt)) && tci & 0x10 != 0
                 treatment = policy.ingress.classify(pcp: PCP(truncating: tci >> 5), dei: dei)
             } else {
                 absent = true
@@ -159,8 +161,9 @@ public enum PacketMarker {
             let pcpBits = egress.pcp(for: treatment).rawValue << 5
             let writeDEI = egress.dropEligibility == .color
             let deiBit: UInt8 = egress.dei(for: treatment) ? 0x10 : 0
-            var i = 0
-            while i < frame.tagCount {
+            var i = policy.tags == .inner ? frame.tagCount &- 1 : 0
+            let last = policy.tags == .outer ? 1 : frame.tagCount
+            while i < last {
                 let tpidAt = 12 &+ i &* 4
                 let old = u8(p, tpidAt &+ 2)
                 var new = (old & 0x1F) | pcpBits

@@ -142,4 +142,24 @@ final class RemarkSummaryTests {
             at += 16 + frame.count
         }
     }
+
+    /// QinQ: `--tag` picks the tag 802.1p trust reads and rewrite writes. In
+    /// the default domain PCP 4 is AF4 and PCP 2 AF2; 5p3d writes them 5 and 3.
+    @Test(
+        arguments: [("all", 5, 5), ("outer", 5, 2), ("inner", 4, 3), (nil, 5, 5)] as [(String?, UInt8, UInt8)]
+    )
+    func item6_tagChoosesTheQinQTag(tag: String?, sPCP: UInt8, cPCP: UInt8) throws {
+        let frame: [UInt8] =
+            [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xA8, 4 << 5, 10, 0x81, 0x00, 2 << 5, 20, 0x08, 0x00]
+            + RemarkFixture.ipv4(tos: 0)
+        let result = try run(
+            RemarkFixture.pcap([frame]),
+            ["--trust", "8021p", "--rewrite", "8021p", "--egress-domain", "5p3d"]
+                + (tag.map { ["--tag", $0] } ?? []))
+        #expect(result.status == 0, "\(result.err)")
+        let out = try #require(result.written.first)
+        #expect(out[14] >> 5 == sPCP, "S-tag PCP")
+        #expect(out[18] >> 5 == cPCP, "C-tag PCP")
+        #expect(out[15] == 10 && out[19] == 20, "VIDs kept")
+    }
 }
