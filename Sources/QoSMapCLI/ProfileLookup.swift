@@ -12,6 +12,14 @@ struct ProfileQuery {
     var selector: Selector
     var defaultProfile: String
 
+    /// The value looked up, for JSON: a number for qci/5qi, else the name.
+    var value: ProfileValueJSON {
+        switch selector {
+        case .number(_, let n): ProfileValueJSON(value: .integer(n))
+        case .name(let s): ProfileValueJSON(value: .text(s))
+        }
+    }
+
     /// Nil when `kind` is not a profile lookup; throws on a bad number.
     init?(kind: String, value: String) throws {
         let k = kind.lowercased()
@@ -72,8 +80,8 @@ extension QoSMapCommand.Lookup {
                 print(
                     jsonText(
                         ProfileLookupJSON(
-                            profile: p.name, row: row.name, recommendation: ProfileRowJSON(row),
-                            domain: d.name)))
+                            profile: p.name, field: q.kind, value: q.value, row: row.name,
+                            recommendation: ProfileRowJSON(row), domain: d.name)))
             } else {
                 print("profile \(p.name): \(row.name): \(summary(row))")
                 print("profile \(p.name) gives no DSCP for '\(row.name)'; nothing to map in domain \(d.name)")
@@ -84,7 +92,8 @@ extension QoSMapCommand.Lookup {
         let marks = OutboundMarks(domain: d, treatment: t)
         if output.json {
             var json = ProfileLookupJSON(
-                profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+                profile: p.name, field: q.kind, value: q.value, row: row.name,
+                recommendation: ProfileRowJSON(row), domain: d.name)
             json.dscp = Int(dscp.rawValue)
             json.via = marking.name == row.name ? nil : marking.name
             json.alternatives = others.isEmpty ? nil : others.map { Int($0.rawValue) }
@@ -112,8 +121,12 @@ extension QoSMapCommand.Lookup {
     }
 }
 
+/// A profile lookup as JSON; `field` and `value` echo the query as inbound
+/// lookups do (`qci` and 1, `app` and "voip").
 struct ProfileLookupJSON: Encodable {
     var profile: String
+    var field: String
+    var value: ProfileValueJSON
     var row: String
     var recommendation: ProfileRowJSON
     var domain: String

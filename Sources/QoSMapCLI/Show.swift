@@ -102,6 +102,7 @@ struct ShowJSON: Encodable {
         var red: Int
     }
     var domain: String
+    var description: String
     var origin: String
     var editable: Bool
     var dei: String
@@ -110,6 +111,7 @@ struct ShowJSON: Encodable {
 
     init(domain d: DSDomain, fields: [Field], inbound: Bool, outbound: Bool) {
         domain = d.name
+        description = d.summary
         origin = d.origin.description
         editable = d.isEditable
         dei = d.dropEligibility.name
@@ -159,6 +161,9 @@ extension QoSMapCommand {
         @OptionGroup var output: OutputOptions
 
         struct Row: Encodable {
+            /// The domain's name, under the key every other command uses.
+            var domain: String
+            /// The same, under the key the README first documented.
             var name: String
             var origin: String
             var editable: Bool
@@ -170,7 +175,7 @@ extension QoSMapCommand {
             let set = try tableOptions.load()
             let rows = set.domains.domains.map {
                 Row(
-                    name: $0.name, origin: $0.origin.description, editable: $0.isEditable,
+                    domain: $0.name, name: $0.name, origin: $0.origin.description, editable: $0.isEditable,
                     dei: $0.dropEligibility.name, description: $0.summary)
             }
             if output.json {
