@@ -15,7 +15,7 @@ extension QoSMapCommand {
                 Each packet's trusted field is mapped to a service class and color by --domain, then to \
                 new markings by --egress-domain. DSCP keeps the ECN bits and the IPv4 header checksum \
                 is updated; 8021p writes the PCP of every VLAN tag (--tag outer or inner: that tag only) (and the DEI of S-tags when the egress \
-                domain carries color in DEI); exp writes the top MPLS label. Reads pcap or pcapng, \
+                domain carries color in DEI); exp writes the top MPLS label. Reads pcap or pcapng (Ethernet, raw IP, Linux SLL and SLL2, loopback), \
                 writes pcap with the input's link type. Malformed and unsupported packets are copied \
                 unchanged; a packet whose fixed IP header is valid but whose options, lengths or \
                 extension headers are not is still remarked, and also counted as a malformed tail. The \
@@ -126,12 +126,7 @@ extension QoSMapCommand {
         static func remarkFile(reader: CaptureReader, outputPath: String, policy: MarkingPolicy) throws
             -> RemarkSummary
         {
-            let format: PacketFormat?
-            switch reader.linkType {
-            case .ethernet: format = .ethernet
-            case .raw, .ipv4, .ipv6: format = .ip
-            default: format = nil
-            }
+            let link = LinkLayer(reader.linkType)
             let target = OutputTarget(outputPath)
             let temp = target.writePath
             var summary = RemarkSummary(linkType: reader.linkType.description, fallback: policy.untrusted)
@@ -157,12 +152,17 @@ extension QoSMapCommand {
                         let packet = UnsafeMutableRawBufferPointer(
                             rebasing: buffer[0..<record.capturedLength])
                         summary.packets += 1
-                        if let format {
-                            summary.count(
-                                PacketMarker.remark(packet, format: format, policy: policy),
-                                snapped: record.capturedLength < record.originalLength)
-                        } else {
+                        switch link?.view(packet) {
+                        case nil:
                             summary.unsupportedLinkType += 1
+                        case .some(.packet(let inner, let format)):
+                            summary.count(
+                                PacketMarker.remark(inner, format: format, policy: policy),
+                                snapped: record.capturedLength < record.originalLength)
+                        case .some(.notIP):
+                            summary.count(RemarkResult(status: .unsupported))
+                        case .some(.truncated):
+                            summary.count(RemarkResult(status: .malformed))
                         }
                         writer.write(record, UnsafeRawBufferPointer(packet))
                     }
@@ -193,6 +193,64 @@ extension QoSMapCommand {
             case .library:
                 return UnavailableError(error.message)
             }
+        }
+    }
+}
+
+/// The link-layer types `remark` reads, and where each packet's Ethernet
+/// or IP view starts.
+enum LinkLayer {
+    case ethernet, ip
+    /// Linux cooked v1: 16 bytes, the EtherType in bytes 14-15.
+    case sll
+    /// Linux cooked v2: 20 bytes, the EtherType in bytes 0-1.
+    case sll2
+    /// BSD (host order) and OpenBSD (network order) loopback: a 4-byte address family.
+    case loopback
+
+    /// What a packet holds for the marker.
+    enum View {
+        case packet(UnsafeMutableRawBufferPointer, PacketFormat)
+        case notIP
+        case truncated
+    }
+
+    /// Nil for a link type remark does not parse.
+    init?(_ type: LinkType) {
+        switch type {
+        case .ethernet: self = .ethernet
+        case .raw, .ipv4, .ipv6: self = .ip
+        case .linuxSLL: self = .sll
+        case .linuxSLL2: self = .sll2
+        case .null, .loop: self = .loopback
+        default: return nil
+        }
+    }
+
+    func view(_ p: UnsafeMutableRawBufferPointer) -> View {
+        func rebased(_ from: Int) -> UnsafeMutableRawBufferPointer {
+            UnsafeMutableRawBufferPointer(rebasing: p[from...])
+        }
+        func etherType(at i: Int) -> Int { Int(p[i]) << 8 | Int(p[i + 1]) }
+        switch self {
+        case .ethernet: return .packet(p, .ethernet)
+        case .ip: return .packet(p, .ip)
+        case .sll:
+            guard p.count >= 16 else { return .truncated }
+            // Bytes 2-15 read as an Ethernet header whose type is the SLL
+            // protocol, so VLAN tags and MPLS after it parse as on Ethernet.
+            return .packet(rebased(2), .ethernet)
+        case .sll2:
+            guard p.count >= 20 else { return .truncated }
+            let type = etherType(at: 0)
+            return type == 0x0800 || type == 0x86DD ? .packet(rebased(20), .ip) : .notIP
+        case .loopback:
+            guard p.count >= 4 else { return .truncated }
+            // AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24, 28 or 30 (BSDs, macOS).
+            let le = Int(p[0]) | Int(p[1]) << 8 | Int(p[2]) << 16 | Int(p[3]) << 24
+            let be = Int(p[3]) | Int(p[2]) << 8 | Int(p[1]) << 16 | Int(p[0]) << 24
+            let families: Set = [2, 10, 24, 28, 30]
+            return families.contains(le) || families.contains(be) ? .packet(rebased(4), .ip) : .notIP
         }
     }
 }

@@ -18,6 +18,15 @@ public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// Bare IPv6 packets (`DLT_IPV6`, file `LINKTYPE_IPV6`).
     public static let ipv6 = LinkType(rawValue: DLT_IPV6)
 
+    /// BSD loopback: a 4-byte address family in the capturing host's byte order (`DLT_NULL`).
+    public static let null = LinkType(rawValue: DLT_NULL)
+    /// OpenBSD loopback: a 4-byte address family in network byte order (`DLT_LOOP`).
+    public static let loop = LinkType(rawValue: DLT_LOOP)
+    /// Linux cooked capture v1, `tcpdump -i any` before libpcap 1.10 (`DLT_LINUX_SLL`).
+    public static let linuxSLL = LinkType(rawValue: DLT_LINUX_SLL)
+    /// Linux cooked capture v2, `tcpdump -i any` since libpcap 1.10 (`DLT_LINUX_SLL2`).
+    public static let linuxSLL2 = LinkType(rawValue: DLT_LINUX_SLL2)
+
     /// libpcap's name for the type (`pcap_datalink_val_to_name`), or the number.
     public var description: String {
         if let lib = try? LibPcap.shared.get(), let name = lib.datalinkName(rawValue) {

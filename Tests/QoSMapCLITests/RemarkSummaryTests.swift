@@ -162,4 +162,31 @@ final class RemarkSummaryTests {
         #expect(out[18] >> 5 == cPCP, "C-tag PCP")
         #expect(out[15] == 10 && out[19] == 20, "VIDs kept")
     }
+
+    /// Linux cooked captures (SLL, SLL2) and loopback (NULL, LOOP) are remarked:
+    /// LE becomes DF over IPv4, CS1 becomes AF11 over IPv6, ECN kept.
+    @Test(
+        arguments: [
+            (113, [0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00] as [UInt8], 4),
+            (276, [0x86, 0xDD, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0], 6),
+            (0, [2, 0, 0, 0], 4),
+            (108, [0, 0, 0, 24], 6),
+        ] as [(Int, [UInt8], Int)])
+    func item16_cookedAndLoopbackCapturesAreRemarked(linkType: Int, header: [UInt8], version: Int) throws {
+        let ip = version == 4 ? RemarkFixture.ipv4(tos: 1 << 2 | 1) : RemarkFixture.ipv6(tc: 8 << 2 | 2)
+        var pcap = RemarkFixture.pcap([header + ip])
+        withUnsafeBytes(of: UInt32(linkType).littleEndian) { pcap.replaceSubrange(20..<24, with: $0) }
+        let result = try run(pcap, [])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("rewritten 1,"), "\(result.out)")
+        let out = try #require(result.written.first)
+        #expect(Array(out.prefix(header.count)) == header)
+        let l3 = header.count
+        if version == 4 {
+            #expect(out[l3 + 1] == 0 << 2 | 1)
+            #expect(internetChecksum(out[l3..<(l3 + 20)]) == 0)
+        } else {
+            #expect((out[l3] & 0x0F) << 4 | out[l3 + 1] >> 4 == 10 << 2 | 2)
+        }
+    }
 }
