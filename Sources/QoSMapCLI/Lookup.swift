@@ -12,7 +12,8 @@ extension QoSMapCommand {
             discussion: """
                 Inbound:  qosmap lookup dscp 46      (fields: dscp, ip-precedence|prec, 8021p|pcp|dot1p, exp|mpls-exp)
                 Outbound: qosmap lookup class AF4 --color yellow
-                Values are decimal, 0x.., 0b.., or for DSCP a PHB name (EF, AF41, CS6, LE, VA, DF).
+                Values are decimal, 0x.., 0b.., or for DSCP six binary digits (101110) or a PHB name
+                (EF, AF41, CS6, LE, VA, DF; Junos be, nc1, nc2; Cisco default; see 'qosmap names').
                 Profiles: qosmap lookup qci 1 | 5qi 82 | app voip | service telephony [--profile NAME]
                           (defaults: 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; see 'qosmap profile list')
                 """)
@@ -113,7 +114,12 @@ extension QoSMapCommand {
                                 serviceClass: t.serviceClass.name,
                                 color: t.color.name, outbound: marks.dictionary)))
                 } else {
-                    let shown = field == .dscp ? DSCP(truncating: raw).description : "\(raw)"
+                    // A name is echoed as given (DF, not CS0), in its standard spelling.
+                    let shown =
+                        field != .dscp
+                        ? "\(raw)"
+                        : DSCP.standardName(value).map { "\(raw) (\($0))" }
+                            ?? DSCP(truncating: raw).description
                     let deiText = field == .dot1p && dei ? " dei 1" : ""
                     print(
                         "domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)"

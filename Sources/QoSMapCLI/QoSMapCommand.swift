@@ -22,7 +22,7 @@ public struct QoSMapCommand: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
-            Export.self,
+            Export.self, Names.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).

@@ -73,7 +73,7 @@ struct CLITests {
         (["lookup", "dscp", "64"], "qosmap: error: dscp value 64 is out of range; allowed: 0-63\n"),
         (
             ["lookup", "dscp", "fast"],
-            "qosmap: error: invalid dscp value 'fast'; allowed: 0-63 (decimal, 0x.., 0b..) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE)\n"
+            "qosmap: error: invalid dscp value 'fast'; allowed: 0-63 (decimal, 0x.., 0b.., six binary digits) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE; Junos be, nc1, nc2; Cisco default)\n"
         ),
         (["lookup", "exp", "8"], "qosmap: error: exp value 8 is out of range; allowed: 0-7\n"),
         (
