@@ -10,12 +10,19 @@ extension QoSMapCommand {
             abstract:
                 "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
             discussion: """
-                Inbound:  qosmap lookup dscp 46      (fields: dscp, ip-precedence|prec, 8021p|pcp|dot1p, exp|mpls-exp)
-                Outbound: qosmap lookup class AF4 --color yellow
-                Values are decimal, 0x.., 0b.., or for DSCP six binary digits (101110) or a PHB name
-                (EF, AF41, CS6, LE, VA, DF; Junos be, nc1, nc2; Cisco default; see 'qosmap names').
-                Profiles: qosmap lookup qci 1 | 5qi 82 | app voip | service telephony [--profile NAME]
-                          (defaults: 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; see 'qosmap profile list')
+                Fields: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp).
+                Values: decimal, 0x.., 0b..; for DSCP also six binary digits (101110)
+                or a PHB name (EF, AF41, CS6, LE, VA, DF; Junos be, nc1, nc2; Cisco
+                default; see 'qosmap names').
+                Profiles: qci, 5qi, app and service look up a standards profile
+                (defaults 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; 'qosmap profile list').
+
+                Examples:
+                  qosmap lookup dscp 46                  inbound: class and color
+                  qosmap lookup 8021p 3 --dei --domain 5p3d
+                  qosmap lookup class AF4 --color yellow outbound: every field's mark
+                  qosmap lookup qci 1 --json
+                  qosmap lookup app voip --profile gsma-ir34
                 """)
 
         @Argument(help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.")

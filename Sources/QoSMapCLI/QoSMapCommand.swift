@@ -11,13 +11,20 @@ public struct QoSMapCommand: ParsableCommand {
         abstract:
             "Query, show and validate QoS priority-mapping tables (DSCP, IP precedence, 802.1p, MPLS EXP).",
         discussion: """
-            A DS domain maps each received marking to a service class (BE, AF1-AF4, EF, CS6, CS7) and a \
-            color (green, yellow, red), and maps class and color back to markings on egress. Built-in \
-            domains: default (editable) and 5p3d (fixed). User domains load from /etc/qosmap/domains.d/ \
-            and --tables DIR.
+            A DS domain maps each received marking to a service class (BE, AF1-AF4,
+            EF, CS6, CS7) and a color (green, yellow, red), and maps class and color
+            back to markings on egress. Built-in domains: default (editable) and
+            5p3d (fixed). User domains load from /etc/qosmap/domains.d/ and
+            --tables DIR; a broken file there is skipped with a warning.
 
-            Exit status: 0 success; 64 a bad command-line token; 65 bad data (table files, \
-            captures); 69 libpcap could not be loaded (remark).
+            Examples:
+              qosmap lookup dscp EF
+              qosmap show 5p3d --field 8021p
+              qosmap remark --in trace.pcap --out remarked.pcap
+              qosmap validate /etc/qosmap/domains.d
+
+            Exit status: 0 success; 64 a bad command-line token; 65 bad data
+            (table files, captures); 69 libpcap could not be loaded (remark).
             """,
         version: "0.1.0",
         subcommands: [

@@ -10,16 +10,30 @@ extension QoSMapCommand {
     struct Remark: TextCommand {
         static let configuration = CommandConfiguration(
             commandName: "remark",
-            abstract: "Rewrite the DSCP, 802.1p and MPLS EXP markings of a capture file through a DS domain.",
+            abstract: "Rewrite the DSCP, 802.1p and MPLS EXP markings of a capture file.",
             discussion: """
-                Each packet's trusted field is mapped to a service class and color by --domain, then to \
-                new markings by --egress-domain. DSCP keeps the ECN bits and the IPv4 header checksum \
-                is updated; 8021p writes the PCP of every VLAN tag (--tag outer or inner: that tag only) (and the DEI of S-tags when the egress \
-                domain carries color in DEI); exp writes the top MPLS label. Reads pcap or pcapng (Ethernet, raw IP, Linux SLL and SLL2, loopback), \
-                writes pcap with the input's link type. Malformed and unsupported packets are copied \
-                unchanged; a packet whose fixed IP header is valid but whose options, lengths or \
-                extension headers are not is still remarked, and also counted as a malformed tail. The \
-                summary counts classes over the packets that carried a field to write.
+                Each packet's trusted field (--trust) is mapped to a service class and
+                color by --domain, then to new markings by --egress-domain.
+                  dscp   keeps the ECN bits; the IPv4 header checksum is updated
+                  8021p  the PCP of every VLAN tag (--tag outer|inner: that tag only),
+                         and the DEI of S-tags when the egress domain has dei: color
+                  exp    the top MPLS label
+                Link types: Ethernet, raw IP, Linux cooked (SLL, SLL2), loopback.
+                Malformed packets and packets with no field to write are copied
+                unchanged. A packet whose fixed IP header is valid but whose options,
+                lengths or extension headers are not is still remarked.
+
+                Formats: reads pcap and pcapng through libpcap and writes pcap with
+                the input's link type (nanosecond pcap stays nanosecond). pcapng
+                comments, interface names and statistics are not kept, and libpcap
+                refuses a pcapng file whose interfaces differ in link type or
+                snapshot length.
+
+                Examples:
+                  qosmap remark --in trace.pcap --out remarked.pcap
+                  qosmap remark --in voice.pcap --out - --trust 8021p --untrusted keep
+                  qosmap remark --in qinq.pcap --out out.pcap --trust 8021p \\
+                      --rewrite 8021p --tag inner --egress-domain 5p3d --json
                 """)
 
         @Option(

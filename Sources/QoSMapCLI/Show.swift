@@ -8,7 +8,13 @@ extension QoSMapCommand {
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show",
-            abstract: "Show a domain's inbound and outbound tables.")
+            abstract: "Show a domain's inbound and outbound tables.",
+            discussion: """
+                Examples:
+                  qosmap show default
+                  qosmap show 5p3d --field 8021p
+                  qosmap show default --field dscp --direction outbound --json
+                """)
 
         enum Direction: String, ExpressibleByArgument, CaseIterable {
             case inbound, outbound
@@ -155,7 +161,12 @@ extension QoSMapCommand {
     /// `qosmap domains`: every domain with its origin and editability.
     struct Domains: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "domains", abstract: "List the DS domains.")
+            commandName: "domains", abstract: "List the DS domains.",
+            discussion: """
+                Examples:
+                  qosmap domains
+                  qosmap domains --tables ./my-domains --json
+                """)
 
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
@@ -199,9 +210,14 @@ extension QoSMapCommand {
             abstract:
                 "Check table files; print every problem as file:line:column: message (exit 65 on errors).",
             discussion: """
-                The files are checked on top of the domains of /etc/qosmap/domains.d and --tables, \
-                so a file may import a domain defined there. A directory checks every *.yaml and \
-                *.yml file in it; one with none is an error.
+                The files are checked on top of the domains of /etc/qosmap/domains.d
+                and --tables, so a file may import a domain defined there. A directory
+                checks every *.yaml and *.yml file in it; one with none is an error.
+
+                Examples:
+                  qosmap validate my-domain.yaml
+                  qosmap validate /etc/qosmap/domains.d
+                  qosmap validate child.yaml --tables ./base --json
                 """)
 
         @Argument(help: "Domain files to check (YAML). Directories check every *.yaml in them.")
