@@ -25,7 +25,9 @@ extension QoSMapCommand {
                   qosmap lookup app voip --profile gsma-ir34
                 """)
 
-        @Argument(help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.")
+        @Argument(
+            help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.",
+            completion: Completions.lookupKind)
         var kind: String
 
         @Argument(help: "The field's value, or the service class for 'class'.")
@@ -34,13 +36,15 @@ extension QoSMapCommand {
         @Option(name: .long, help: "The color for an outbound lookup ('class'). (default: green)")
         var color: Color?
 
-        @Option(name: .long, help: "The DS domain.")
+        @Option(name: .long, help: "The DS domain.", completion: Completions.domain)
         var domain: String = "default"
 
         @Flag(name: .long, help: "With an 8021p lookup: the frame's DEI bit is set.")
         var dei = false
 
-        @Option(name: .long, help: "The standards profile for a qci, 5qi, app or service lookup.")
+        @Option(
+            name: .long, help: "The standards profile for a qci, 5qi, app or service lookup.",
+            completion: Completions.profile)
         var profile: String?
 
         @OptionGroup var tableOptions: TableOptions

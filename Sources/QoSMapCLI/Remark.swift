@@ -51,15 +51,17 @@ extension QoSMapCommand {
         @Option(name: .long, help: "The trusted field, or none.")
         var trust: TrustMode = .dscp
 
-        @Option(name: .long, help: "The ingress DS domain.")
+        @Option(name: .long, help: "The ingress DS domain.", completion: Completions.domain)
         var domain: String = "default"
 
-        @Option(name: .long, help: "The egress DS domain (default: --domain).")
+        @Option(
+            name: .long, help: "The egress DS domain (default: --domain).", completion: Completions.domain)
         var egressDomain: String?
 
         @Option(
             name: .long,
             help: "The fields to write, comma-separated: dscp, 8021p, exp, or all. (default: dscp)",
+            completion: Completions.rewrite,
             // ArgumentParser prints the value and the option, then the error's description.
             transform: { try RewriteFields(parsing: $0) })
         var rewrite: RewriteFields = .dscp

@@ -20,7 +20,7 @@ extension QoSMapCommand {
             case inbound, outbound
         }
 
-        @Argument(help: "The domain's name (see 'qosmap domains').")
+        @Argument(help: "The domain's name (see 'qosmap domains').", completion: Completions.domain)
         var domain: String
 
         @Option(name: .long, help: "Only this field.")

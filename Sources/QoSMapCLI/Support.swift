@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import QoSMapCore
+import QoSMapPacket
 import QoSMapTables
 
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
@@ -92,4 +93,27 @@ func resolveDomain(_ name: String, in set: TableSet) throws -> DSDomain {
 func isDirectory(_ path: String) -> Bool {
     var isDir: ObjCBool = false
     return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+}
+
+/// Shell-completion values for options whose values are names.
+enum Completions {
+    /// The domain names: built-ins plus the readable system files.
+    static let domain = CompletionKind.custom { _, _, _ in names(profiles: false) }
+    /// The standards profile names.
+    static let profile = CompletionKind.custom { _, _, _ in names(profiles: true) }
+    /// `--rewrite` fields.
+    static let rewrite = CompletionKind.list(RewriteFields.writable.map(\.name) + ["all"])
+    /// The first `lookup` argument.
+    static let lookupKind = CompletionKind.list(
+        Field.allCases.map(\.name) + ["class", "qci", "5qi", "app", "service"])
+
+    /// Loads quietly: a completion must not print warnings into the shell.
+    static func names(profiles: Bool) -> [String] {
+        let set = try? TableLoader.loadSkippingBrokenSystemFiles(
+            directories: [], systemDirectory: TableOptions.systemDirectory,
+            onto: profiles ? TableLoader.builtIn : TableLoader.builtInDomains
+        ).set
+        guard let set else { return [] }
+        return profiles ? set.profiles.names : set.domains.names
+    }
 }
