@@ -57,7 +57,7 @@ extension QoSMapCommand {
                 let set = try tableOptions.load(profiles: true)
                 let p = try resolveProfile(name, in: set)
                 if output.json {
-                    print(jsonText(p.rows.map(ProfileRowJSON.init)))
+                    print(jsonText(p.rows.map { ProfileRowJSON($0, in: p) }))
                     return
                 }
                 var lines = ["profile \(p.name): \(p.title)", "source: \(p.source)"]
@@ -112,8 +112,15 @@ func resolveProfile(_ name: String, in set: TableSet) throws -> Profile {
 /// One profile row as JSON: `name`, `aliases` when any, then every column.
 struct ProfileRowJSON: Encodable {
     var row: ProfileRow
+    /// Columns that hold a list in some row of the profile: always written as lists.
+    var listColumns: Set<String> = []
 
     init(_ row: ProfileRow) { self.row = row }
+
+    init(_ row: ProfileRow, in profile: Profile) {
+        self.row = row
+        listColumns = profile.listColumns
+    }
 
     struct Key: CodingKey {
         var stringValue: String
@@ -128,7 +135,12 @@ struct ProfileRowJSON: Encodable {
         try c.encode(row.name, forKey: Key("name"))
         if !row.aliases.isEmpty { try c.encode(row.aliases, forKey: Key("aliases")) }
         for column in row.columns {
-            try c.encode(ProfileValueJSON(value: column.value), forKey: Key(column.key))
+            var value = column.value
+            if listColumns.contains(column.key), case .list = value {
+            } else if listColumns.contains(column.key) {
+                value = .list([value])
+            }
+            try c.encode(ProfileValueJSON(value: value), forKey: Key(column.key))
         }
     }
 }

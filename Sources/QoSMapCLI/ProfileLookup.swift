@@ -81,7 +81,7 @@ extension QoSMapCommand.Lookup {
                     jsonText(
                         ProfileLookupJSON(
                             profile: p.name, field: q.kind, value: q.value, row: row.name,
-                            recommendation: ProfileRowJSON(row), domain: d.name)))
+                            recommendation: ProfileRowJSON(row, in: p), domain: d.name)))
             } else {
                 print("profile \(p.name): \(row.name): \(summary(row))")
                 print("profile \(p.name) gives no DSCP for '\(row.name)'; nothing to map in domain \(d.name)")
@@ -93,7 +93,7 @@ extension QoSMapCommand.Lookup {
         if output.json {
             var json = ProfileLookupJSON(
                 profile: p.name, field: q.kind, value: q.value, row: row.name,
-                recommendation: ProfileRowJSON(row), domain: d.name)
+                recommendation: ProfileRowJSON(row, in: p), domain: d.name)
             json.dscp = Int(dscp.rawValue)
             json.via = marking.name == row.name ? nil : marking.name
             json.alternatives = others.isEmpty ? nil : others.map { Int($0.rawValue) }
@@ -136,4 +136,18 @@ struct ProfileLookupJSON: Encodable {
     var serviceClass: String?
     var color: String?
     var outbound: [String: Int]?
+}
+
+extension Profile {
+    /// The columns that hold a list in at least one row (MEF's `pcpGreen`),
+    /// so that JSON gives them one type in every row.
+    var listColumns: Set<String> {
+        var keys: Set<String> = []
+        for row in rows {
+            for column in row.columns {
+                if case .list = column.value { keys.insert(column.key) }
+            }
+        }
+        return keys
+    }
 }

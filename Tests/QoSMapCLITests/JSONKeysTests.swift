@@ -30,3 +30,15 @@ struct JSONKeysTests {
         #expect(app["value"] as? String == "voip")
     }
 }
+
+/// Issue 13 item 11: a profile column that is a list in one row is a list in every row.
+@Test func item11_profileColumnsHaveOneType() throws {
+    let result = try qosmap(["profile", "show", "mef-23.1", "--json"])
+    #expect(result.status == 0)
+    let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [[String: Any]])
+    for key in ["pcpGreen", "dscpGreen"] {
+        let cells = rows.compactMap { $0[key] }
+        #expect(!cells.isEmpty)
+        #expect(cells.allSatisfy { $0 is [Any] }, "\(key): \(cells)")
+    }
+}
