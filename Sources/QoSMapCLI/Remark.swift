@@ -121,7 +121,10 @@ extension QoSMapCommand {
                     domain: ingress.name, egress: egress.name, trust: trust, untrusted: untrusted,
                     verbose: verbose)
             // With --out - the capture owns standard output.
-            if output == "-" {
+            // The capture owns standard output when --out is - or names the
+            // same file (/dev/stdout): the summary then goes to standard error.
+            let toStandardOutput = output == "-" || OutputTarget.isStandardOutput(output)
+            if toStandardOutput {
                 printError(text)
             } else if summary.truncation != nil {
                 print(text)
@@ -132,7 +135,7 @@ extension QoSMapCommand {
                     "\(input): capture is cut off after \(summary.packets) complete packets (all written): \(truncation)"
                 )
             }
-            return output == "-" ? "" : text + "\n"
+            return toStandardOutput ? "" : text + "\n"
         }
 
         /// Copies every record of `reader` to `outputPath`, remarking what it can.
@@ -293,6 +296,15 @@ struct OutputTarget {
                 .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
             renames = true
         }
+    }
+
+    /// Whether `path` is the file standard output is open on (`/dev/stdout`,
+    /// `/proc/self/fd/1`, or the file the shell redirected to).
+    static func isStandardOutput(_ path: String) -> Bool {
+        var sp = stat()
+        var so = stat()
+        guard stat(path, &sp) == 0, fstat(1, &so) == 0 else { return false }
+        return sp.st_dev == so.st_dev && sp.st_ino == so.st_ino
     }
 
     /// Whether two paths name the same file (same device and inode), or the same text.

@@ -48,6 +48,28 @@ struct RemarkOutputTests {
         #expect(written.count == RemarkFixture.frames.count)
     }
 
+    /// `--out /dev/stdout` with standard output redirected to a file: the file
+    /// holds the capture alone (the summary goes to stderr) and /dev/stdout
+    /// is still the symlink it was.
+    @Test func item1_devStdoutIsWrittenNotReplaced() throws {
+        let dir = try tempDir("devstdout")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.pcap")
+        let redirected = dir.appendingPathComponent("redirected.pcap")
+        try RemarkFixture.pcap(RemarkFixture.frames.map(\.bytes)).write(to: input)
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let result = try qosmap(
+            [
+                "-c", "exec \"$0\" remark --in \"$1\" --out /dev/stdout > \"$2\"",
+                bundle.appendingPathComponent("qosmap").path, input.path, redirected.path,
+            ], executable: "/bin/sh")
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.err.hasPrefix("6 packets (EN10MB)"))
+        #expect(try RemarkFixture.records(Data(contentsOf: redirected)).count == RemarkFixture.frames.count)
+        let attributes = try FileManager.default.attributesOfItem(atPath: "/dev/stdout")
+        #expect(attributes[.type] as? FileAttributeType == .typeSymbolicLink)
+    }
+
     /// `--out` naming the `--in` file (by another spelling too) is refused, exit 64.
     @Test func item1_outEqualToInIsRefused() throws {
         let dir = try tempDir("same")
