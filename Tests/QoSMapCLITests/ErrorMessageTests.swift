@@ -59,3 +59,30 @@ struct ErrorMessageTests {
         #expect((object["error"] as? String)?.hasPrefix("unknown domain 'nowhere'") == true)
     }
 }
+
+/// Issue 13 item 9: a missing file and an unreadable directory are exit 65 with
+/// the errno text, not a Foundation error dump (run as nobody, so root only).
+@Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+func item9_unreadableAndMissingPathsNameTheErrno() throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("qosmap-unreadable-\(UUID())")
+    try FileManager.default.createDirectory(
+        at: dir.appendingPathComponent("locked"), withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "domain: x\n".write(
+        to: dir.appendingPathComponent("locked/a.yaml"), atomically: true, encoding: .utf8)
+    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let binary = dir.appendingPathComponent("qosmap")
+    try FileManager.default.copyItem(at: bundle.appendingPathComponent("qosmap"), to: binary)
+    try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: dir.path)
+    try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: dir.path + "/locked")
+    let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", binary.path]
+    let locked = try qosmap(asNobody + ["validate", dir.path + "/locked"], executable: "/usr/bin/setpriv")
+    #expect(locked.status == 65)
+    #expect(
+        locked.err == "\(dir.path)/locked:1:1: cannot read table directory: Permission denied (errno 13)\n")
+    let missing = try qosmap(["validate", dir.path + "/missing.yaml"])
+    #expect(missing.status == 65)
+    #expect(
+        missing.err
+            == "\(dir.path)/missing.yaml:1:1: cannot read table file: No such file or directory (errno 2)\n")
+}
