@@ -50,3 +50,19 @@ extension Color: ExpressibleByArgument {
     /// The canonical name.
     public var defaultValueDescription: String { name }
 }
+
+extension UntrustedFallback: ExpressibleByArgument {
+    /// `default` or `keep`.
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+
+    /// The name.
+    public var defaultValueDescription: String { rawValue }
+}
+
+extension TagSelection: ExpressibleByArgument {
+    /// `all`, `outer` or `inner`.
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+
+    /// The name.
+    public var defaultValueDescription: String { rawValue }
+}

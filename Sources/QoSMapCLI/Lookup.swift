@@ -10,23 +10,33 @@ extension QoSMapCommand {
             abstract:
                 "Map a marking to class and color (inbound), or a class and color to markings (outbound).",
             discussion: """
-                Inbound:  qosmap lookup dscp 46      (fields: dscp, ip-precedence|prec, 8021p|pcp|dot1p, exp|mpls-exp)
-                Outbound: qosmap lookup class AF4 --color yellow
-                Values are decimal, 0x.., 0b.., or for DSCP a PHB name (EF, AF41, CS6, LE, VA, DF).
-                Profiles: qosmap lookup qci 1 | 5qi 82 | app voip | service telephony [--profile NAME]
-                          (defaults: 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; see 'qosmap profile list')
+                Fields: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp).
+                Values: decimal, 0x.., 0b..; for DSCP also six binary digits (101110)
+                or a PHB name (EF, AF41, CS6, LE, VA, DF; Junos be, nc1, nc2; Cisco
+                default; see 'qosmap names').
+                Profiles: qci, 5qi, app and service look up a standards profile
+                (defaults 3gpp-qci, 3gpp-5qi, gsma-ir34, rfc4594; 'qosmap profile list').
+
+                Examples:
+                  qosmap lookup dscp 46                  inbound: class and color
+                  qosmap lookup 8021p 3 --dei --domain 5p3d
+                  qosmap lookup class AF4 --color yellow outbound: every field's mark
+                  qosmap lookup qci 1 --json
+                  qosmap lookup app voip --profile gsma-ir34
                 """)
 
-        @Argument(help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.")
+        @Argument(
+            help: "A field (dscp, ip-precedence, 8021p, exp, or an alias), or 'class'.",
+            completion: Completions.lookupKind)
         var kind: String
 
         @Argument(help: "The field's value, or the service class for 'class'.")
         var value: String
 
-        @Option(name: .long, help: "The color for an outbound lookup.")
-        var color: Color = .green
+        @Option(name: .long, help: "The color for an outbound lookup ('class'). (default: green)")
+        var color: Color?
 
-        @Option(name: .long, help: "The DS domain.")
+        @Option(name: .long, help: "The DS domain.", completion: Completions.domain)
         var domain: String = "default"
 
         @Option(
@@ -37,7 +47,9 @@ extension QoSMapCommand {
         @Flag(name: .long, help: "With an 8021p lookup: the frame's DEI bit is set.")
         var dei = false
 
-        @Option(name: .long, help: "The standards profile for a qci, 5qi, app or service lookup.")
+        @Option(
+            name: .long, help: "The standards profile for a qci, 5qi, app or service lookup.",
+            completion: Completions.profile)
         var profile: String?
 
         @OptionGroup var tableOptions: TableOptions
@@ -56,7 +68,7 @@ extension QoSMapCommand {
                     throw UsageError(
                         "unknown service class '\(value)'; allowed: \(ServiceClass.allowedNames)")
                 }
-                return .outbound(Treatment(sc, color))
+                return .outbound(Treatment(sc, color ?? .green))
             }
             guard let field = Field(name: kind) else {
                 throw UsageError(
@@ -85,6 +97,10 @@ extension QoSMapCommand {
                 throw ValidationError(
                     "--egress-domain applies only to an inbound field lookup, not '\(kind)'")
             }
+            if color != nil, case .outbound = query {
+            } else if color != nil {
+                throw ValidationError("--color applies only to 'lookup class', not '\(kind)'")
+            }
             if profile != nil, case .profile = query {
             } else if profile != nil {
                 throw ValidationError(
@@ -97,6 +113,11 @@ extension QoSMapCommand {
             let needsProfiles = if case .profile = query { true } else { false }
             let set = try tableOptions.load(profiles: needsProfiles)
             let d = try resolveDomain(domain, in: set)
+            if dei, d.dropEligibility != .color {
+                printError(
+                    "qosmap: warning: domain '\(d.name)' ignores DEI (dei: \(d.dropEligibility.name)); --dei changes nothing"
+                )
+            }
             switch query {
             case .profile(let q):
                 try runProfileLookup(q, set: set, domain: d)
@@ -111,11 +132,17 @@ extension QoSMapCommand {
                         jsonText(
                             InboundJSON(
                                 domain: d.name, field: field.name, value: Int(raw),
+                                dei: field == .dot1p ? dei : nil,
                                 serviceClass: t.serviceClass.name,
                                 color: t.color.name, outbound: marks.dictionary,
                                 egressDomain: egressDomain == nil ? nil : egress.name)))
                 } else {
-                    let shown = field == .dscp ? DSCP(truncating: raw).description : "\(raw)"
+                    // A name is echoed as given (DF, not CS0), in its standard spelling.
+                    let shown =
+                        field != .dscp
+                        ? "\(raw)"
+                        : DSCP.standardName(value).map { "\(raw) (\($0))" }
+                            ?? DSCP(truncating: raw).description
                     let deiText = field == .dot1p && dei ? " dei 1" : ""
                     print(
                         "domain \(d.name): \(field.name) \(shown)\(deiText) -> service class \(t.serviceClass.name), color \(t.color.name)"
@@ -131,7 +158,7 @@ extension QoSMapCommand {
                             OutboundJSON(
                                 domain: d.name, serviceClass: t.serviceClass.name, color: t.color.name,
                                 dscp: marks.dscp, ipPrecedence: marks.precedence, dot1p: marks.pcp,
-                                exp: marks.exp)))
+                                dei: marks.deiMeaningful ? (marks.dei ? 1 : 0) : nil, exp: marks.exp)))
                 } else {
                     print("outbound \(t) in domain \(d.name):")
                     print(marks.text)
@@ -159,8 +186,11 @@ struct OutboundMarks {
         deiMeaningful = d.dropEligibility == .color
     }
 
+    /// The marks by field name, with the S-tag `dei` (0 or 1) when the domain carries color in DEI.
     var dictionary: [String: Int] {
-        ["dscp": dscp, "ip-precedence": precedence, "8021p": pcp, "exp": exp]
+        var d = ["dscp": dscp, "ip-precedence": precedence, "8021p": pcp, "exp": exp]
+        if deiMeaningful { d["dei"] = dei ? 1 : 0 }
+        return d
     }
 
     var text: String {
@@ -179,6 +209,8 @@ struct InboundJSON: Encodable {
     var domain: String
     var field: String
     var value: Int
+    /// The DEI input of an 8021p lookup; absent for other fields.
+    var dei: Bool?
     var serviceClass: String
     var color: String
     var outbound: [String: Int]
@@ -193,10 +225,12 @@ struct OutboundJSON: Encodable {
     var dscp: Int
     var ipPrecedence: Int
     var dot1p: Int
+    /// The S-tag DEI written (0 or 1), when the domain carries color in DEI.
+    var dei: Int?
     var exp: Int
 
     enum CodingKeys: String, CodingKey {
-        case domain, serviceClass, color, dscp, exp
+        case domain, serviceClass, color, dscp, exp, dei
         case ipPrecedence = "ip-precedence"
         case dot1p = "8021p"
     }

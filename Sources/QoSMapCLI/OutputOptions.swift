@@ -7,10 +7,12 @@ struct OutputOptions: ParsableArguments {
     var json = false
 }
 
-/// Encodes a value as stable, pretty JSON.
-func jsonText(_ value: some Encodable) -> String {
+/// Encodes a value as stable, pretty JSON (one line when `compact`).
+func jsonText(_ value: some Encodable, compact: Bool = false) -> String {
     let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.outputFormatting =
+        compact
+        ? [.sortedKeys, .withoutEscapingSlashes] : [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     // Encoding these plain structs cannot fail.
     let data = (try? encoder.encode(value)) ?? Data("null".utf8)
     return String(decoding: data, as: UTF8.self)

@@ -57,7 +57,7 @@ extension QoSMapCommand {
                 let set = try tableOptions.load(profiles: true)
                 let p = try resolveProfile(name, in: set)
                 if output.json {
-                    print(jsonText(p.rows.map(ProfileRowJSON.init)))
+                    print(jsonText(p.rows.map { ProfileRowJSON($0, in: p) }))
                     return
                 }
                 var lines = ["profile \(p.name): \(p.title)", "source: \(p.source)"]
@@ -126,8 +126,15 @@ func resolveProfile(_ name: String, in set: TableSet) throws -> Profile {
 /// then `derived` (`{"dscp": true}`) when some cells are qosmap's choice.
 struct ProfileRowJSON: Encodable {
     var row: ProfileRow
+    /// Columns that hold a list in some row of the profile: always written as lists.
+    var listColumns: Set<String> = []
 
     init(_ row: ProfileRow) { self.row = row }
+
+    init(_ row: ProfileRow, in profile: Profile) {
+        self.row = row
+        listColumns = profile.listColumns
+    }
 
     struct Key: CodingKey {
         var stringValue: String
@@ -142,7 +149,12 @@ struct ProfileRowJSON: Encodable {
         try c.encode(row.name, forKey: Key("name"))
         if !row.aliases.isEmpty { try c.encode(row.aliases, forKey: Key("aliases")) }
         for column in row.columns {
-            try c.encode(ProfileValueJSON(value: column.value), forKey: Key(column.key))
+            var value = column.value
+            if listColumns.contains(column.key), case .list = value {
+            } else if listColumns.contains(column.key) {
+                value = .list([value])
+            }
+            try c.encode(ProfileValueJSON(value: value), forKey: Key(column.key))
         }
         if !row.derived.isEmpty {
             var d = c.nestedContainer(keyedBy: Key.self, forKey: Key("derived"))

@@ -12,6 +12,14 @@ struct ProfileQuery {
     var selector: Selector
     var defaultProfile: String
 
+    /// The value looked up, for JSON: a number for qci/5qi, else the name.
+    var value: ProfileValueJSON {
+        switch selector {
+        case .number(_, let n): ProfileValueJSON(value: .integer(n))
+        case .name(let s): ProfileValueJSON(value: .text(s))
+        }
+    }
+
     /// Nil when `kind` is not a profile lookup; throws on a bad number.
     init?(kind: String, value: String) throws {
         let k = kind.lowercased()
@@ -79,12 +87,14 @@ extension QoSMapCommand.Lookup {
             // map the PCP through the domain's 802.1p table instead.
             if let pcp = Self.recommendedPCP(marking) {
                 try printPCPLookup(
-                    p, row: row, marking: marking, pcp: pcp, application: matchedApplication, domain: d)
+                    p, query: q, row: row, marking: marking, pcp: pcp, application: matchedApplication,
+                    domain: d)
                 return
             }
             if output.json {
                 var json = ProfileLookupJSON(
-                    profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+                    profile: p.name, field: q.kind, value: q.value, row: row.name,
+                    recommendation: ProfileRowJSON(row, in: p), domain: d.name)
                 json.application = matchedApplication
                 print(jsonText(json))
             } else {
@@ -99,7 +109,8 @@ extension QoSMapCommand.Lookup {
         let marks = OutboundMarks(domain: d, treatment: t)
         if output.json {
             var json = ProfileLookupJSON(
-                profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+                profile: p.name, field: q.kind, value: q.value, row: row.name,
+                recommendation: ProfileRowJSON(row, in: p), domain: d.name)
             json.dscp = Int(dscp.rawValue)
             json.application = matchedApplication
             json.via = marking.name == row.name ? nil : marking.name
@@ -137,13 +148,16 @@ extension QoSMapCommand.Lookup {
 
     /// Prints a PCP-only recommendation and what the domain's 802.1p table makes of it.
     func printPCPLookup(
-        _ p: Profile, row: ProfileRow, marking: ProfileRow, pcp: PCP, application: String?, domain d: DSDomain
+        _ p: Profile, query q: ProfileQuery, row: ProfileRow, marking: ProfileRow, pcp: PCP,
+        application: String?,
+        domain d: DSDomain
     ) throws {
         let t = d.classify(pcp: pcp)
         let marks = OutboundMarks(domain: d, treatment: t)
         if output.json {
             var json = ProfileLookupJSON(
-                profile: p.name, row: row.name, recommendation: ProfileRowJSON(row), domain: d.name)
+                profile: p.name, field: q.kind, value: q.value, row: row.name,
+                recommendation: ProfileRowJSON(row, in: p), domain: d.name)
             json.pcp = Int(pcp.rawValue)
             json.application = application
             json.via = marking.name == row.name ? nil : marking.name
@@ -175,8 +189,12 @@ extension QoSMapCommand.Lookup {
     }
 }
 
+/// A profile lookup as JSON; `field` and `value` echo the query as inbound
+/// lookups do (`qci` and 1, `app` and "voip").
 struct ProfileLookupJSON: Encodable {
     var profile: String
+    var field: String
+    var value: ProfileValueJSON
     var row: String
     var recommendation: ProfileRowJSON
     var domain: String
@@ -190,4 +208,18 @@ struct ProfileLookupJSON: Encodable {
     var serviceClass: String?
     var color: String?
     var outbound: [String: Int]?
+}
+
+extension Profile {
+    /// The columns that hold a list in at least one row (MEF's `pcpGreen`),
+    /// so that JSON gives them one type in every row.
+    var listColumns: Set<String> {
+        var keys: Set<String> = []
+        for row in rows {
+            for column in row.columns {
+                if case .list = column.value { keys.insert(column.key) }
+            }
+        }
+        return keys
+    }
 }

@@ -11,18 +11,27 @@ public struct QoSMapCommand: ParsableCommand {
         abstract:
             "Query, show and validate QoS priority-mapping tables (DSCP, IP precedence, 802.1p, MPLS EXP).",
         discussion: """
-            A DS domain maps each received marking to a service class (BE, AF1-AF4, EF, CS6, CS7) and a \
-            color (green, yellow, red), and maps class and color back to markings on egress. Built-in \
-            domains: default (editable) and 5p3d (fixed). User domains load from /etc/qosmap/domains.d/ \
-            and --tables DIR.
+            A DS domain maps each received marking to a service class (BE, AF1-AF4,
+            EF, CS6, CS7) and a color (green, yellow, red), and maps class and color
+            back to markings on egress. Built-in domains: default (editable) and
+            5p3d (fixed). User domains load from /etc/qosmap/domains.d/ and
+            --tables DIR; a broken file there is skipped with a warning.
 
-            Exit status: 0 success; 1 diff found differences or lint found problems; 64 a bad command-line token; 65 bad data (table files, \
-            captures); 69 libpcap could not be loaded (remark).
+            Examples:
+              qosmap lookup dscp EF
+              qosmap show 5p3d --field 8021p
+              qosmap remark --in trace.pcap --out remarked.pcap
+              qosmap validate /etc/qosmap/domains.d
+              qosmap explain 46 --hop PE=dscp@edge:exp@core --hop P=exp@core:dscp
+
+            Exit status: 0 success; 1 diff found differences or lint found problems;
+            64 a bad command-line token; 65 bad data (table files, captures);
+            69 libpcap could not be loaded (remark).
             """,
         version: "0.1.0",
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
-            Export.self, Diff.self, Explain.self, Lint.self,
+            Export.self, Diff.self, Explain.self, Lint.self, Names.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).
@@ -31,12 +40,13 @@ public struct QoSMapCommand: ParsableCommand {
     /// Parses the arguments, runs the command and exits: 0 on success, 64 for
     /// a usage error, 65 for bad data, 69 when a needed library is missing. Errors are one line each on stderr.
     public static func run(arguments: [String]? = nil) -> Never {
+        let args = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseAsRoot(arguments)
+            var command = try parse(args)
             try command.run()
             Foundation.exit(0)
         } catch {
-            let report = report(for: error)
+            let report = report(for: error, json: args.contains("--json"))
             if report.text.isEmpty {
             } else if report.status == 0 {
                 print(report.text)
@@ -47,9 +57,82 @@ public struct QoSMapCommand: ParsableCommand {
         }
     }
 
+    /// Parses like `parseAsRoot`, with two repairs: an unknown subcommand is
+    /// named with the valid ones, and a negative number is taken as a value
+    /// (`--priority -200`, `lookup dscp -1`) rather than as an unknown option.
+    static func parse(_ arguments: [String]) throws -> any ParsableCommand {
+        if let message = unknownSubcommand(arguments) { throw UsageError(message) }
+        do {
+            return try parseAsRoot(arguments)
+        } catch {
+            guard let repaired = negativeNumbersAsValues(arguments) else { throw error }
+            return try parseAsRoot(repaired)
+        }
+    }
+
+    /// "unknown subcommand 'X'; allowed: …" when a word where a subcommand
+    /// belongs names none; nil otherwise.
+    static func unknownSubcommand(_ arguments: [String]) -> String? {
+        var subs: [any ParsableCommand.Type] = configuration.subcommands
+        var path = ""
+        for token in arguments {
+            if subs.isEmpty || token.hasPrefix("-") || token == "help" { return nil }
+            var names: [String] = []
+            var found: (any ParsableCommand.Type)?
+            for sub in subs {
+                let name = sub._commandName
+                names.append(name)
+                if name == token || sub.configuration.aliases.contains(token) { found = sub }
+            }
+            guard let found else {
+                let of = path.isEmpty ? "" : " of '\(path)'"
+                return "unknown subcommand '\(token)'\(of); allowed: \(names.joined(separator: ", "))"
+            }
+            path += (path.isEmpty ? "" : " ") + found._commandName
+            subs = found.configuration.subcommands
+        }
+        return nil
+    }
+
+    /// The arguments with each negative number (`-1`, `-200`) joined to the
+    /// long option before it (`--priority=-200`), or, when no option precedes
+    /// it, moved after `--` so that it is read as a positional; nil when there
+    /// is none. ArgumentParser otherwise reads `-200` as unknown short options.
+    static func negativeNumbersAsValues(_ arguments: [String]) -> [String]? {
+        func isNegative(_ t: String) -> Bool {
+            t.count > 1 && t.hasPrefix("-") && t.dropFirst().first.map(\.isNumber) == true
+        }
+        guard !arguments.contains("--"), arguments.contains(where: isNegative) else { return nil }
+        var out: [String] = []
+        var positionals: [String] = []
+        for token in arguments {
+            if isNegative(token) {
+                if let last = out.last, last.hasPrefix("--"), !last.contains("=") {
+                    out[out.count - 1] = last + "=" + token
+                } else {
+                    positionals.append(token)
+                }
+            } else {
+                out.append(token)
+            }
+        }
+        return positionals.isEmpty ? out : out + ["--"] + positionals
+    }
+
     /// What the process prints and returns for an error thrown while parsing
     /// or running a command: `text` goes to stdout when `status` is 0 (`--help`,
     /// `--version`), else to stderr.
+    ///
+    /// With `json` (the command line has `--json`), a failure's text is one
+    /// JSON object, `{"error": …, "token": …, "allowed": […]}`, and the status
+    /// is the same.
+    static func report(for error: any Error, json: Bool) -> (status: Int32, text: String) {
+        let plain = report(for: error)
+        guard json, plain.status != 0, !plain.text.isEmpty else { return plain }
+        return (plain.status, jsonText(ErrorJSON(plain.text), compact: true))
+    }
+
+    /// The plain-text report; see ``report(for:json:)``.
     static func report(for error: any Error) -> (status: Int32, text: String) {
         switch error {
         case let error as UsageError:
@@ -78,5 +161,73 @@ public struct QoSMapCommand: ParsableCommand {
     /// their own; every qosmap error is one line, so they are joined with commas.
     static func oneLine(_ message: String) -> String {
         message.replacingOccurrences(of: ":\n  - ", with: ": ").replacingOccurrences(of: "\n  - ", with: ", ")
+    }
+}
+
+/// A failure as JSON: the message, the token it names (the first quoted
+/// word) and the allowed values it lists, both empty when it names none.
+struct ErrorJSON: Encodable {
+    var error: String
+    var token: String?
+    var allowed: [String]
+
+    init(_ text: String) {
+        let prefix = "qosmap: error: "
+        error = text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : text
+        token = Self.quoted(error).first ?? Self.valueAfter("value ", in: error)
+        allowed = Self.allowed(in: error)
+    }
+
+    enum CodingKeys: String, CodingKey { case error, token, allowed }
+
+    /// Always writes `token`, as null when the message names none.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(error, forKey: .error)
+        try c.encode(token, forKey: .token)
+        try c.encode(allowed, forKey: .allowed)
+    }
+
+    /// The word after `marker` ("dscp value 99 is out of range" gives 99).
+    static func valueAfter(_ marker: String, in s: String) -> String? {
+        guard let r = s.range(of: marker) else { return nil }
+        let word = s[r.upperBound...].prefix { !$0.isWhitespace && $0 != ";" }
+        return word.isEmpty ? nil : String(word)
+    }
+
+    /// The words between single quotes, in order.
+    static func quoted(_ s: String) -> [String] {
+        let parts = s.split(separator: "'", omittingEmptySubsequences: false)
+        return stride(from: 1, to: parts.count - 1, by: 2).map { String(parts[$0]) }
+    }
+
+    /// The list after "allowed: " (qosmap's wording) or "provide one of"
+    /// (ArgumentParser's).
+    static func allowed(in s: String) -> [String] {
+        if let r = s.range(of: "allowed: ") {
+            // Commas inside parentheses ("8021p (pcp, dot1p)") do not separate.
+            var items: [String] = []
+            var item = ""
+            var depth = 0
+            for ch in s[r.upperBound...].prefix(while: { $0 != ";" && $0 != "\n" }) {
+                if ch == "(" { depth += 1 }
+                if ch == ")" { depth -= 1 }
+                if ch == ",", depth == 0 {
+                    items.append(item)
+                    item = ""
+                } else {
+                    item.append(ch)
+                }
+            }
+            items.append(item)
+            return items.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        if let r = s.range(of: "one of the following: ") {
+            return s[r.upperBound...].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        if let r = s.range(of: "provide one of ") {
+            return quoted(String(s[r.upperBound...]))
+        }
+        return []
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import QoSMapCore
+import QoSMapPacket
 import QoSMapTables
 
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
@@ -26,14 +27,36 @@ struct TableOptions: ParsableArguments {
 
     /// Loads the built-ins plus every user directory. Without `profiles` only
     /// the built-in domains are parsed, which keeps start-up short.
+    ///
+    /// A broken file in the system directory is left out with a warning on
+    /// stderr (its diagnostics, `file:line:column`); `qosmap validate` still
+    /// fails on it. A broken file under `--tables` fails the command (exit 65).
     func load(profiles: Bool = false) throws -> TableSet {
         do {
-            return try TableLoader.load(
+            let (set, skipped) = try TableLoader.loadSkippingBrokenSystemFiles(
                 directories: tables, systemDirectory: noSystemTables ? nil : Self.systemDirectory,
-                profiles: profiles)
+                onto: profiles ? TableLoader.builtIn : TableLoader.builtInDomains)
+            for line in Self.skippedWarnings(skipped) { printError(line) }
+            return set
         } catch {
             throw DataError(error.description)
         }
+    }
+
+    /// One warning line per diagnostic of a file left out, and one line per file saying so.
+    static func skippedWarnings(_ skipped: [TableDiagnostic]) -> [String] {
+        var lines: [String] = []
+        var files: [String] = []
+        for d in skipped {
+            var w = d
+            w.severity = .warning
+            lines.append(w.description)
+            if !files.contains(d.file) { files.append(d.file) }
+        }
+        for file in files {
+            lines.append("\(file): warning: file skipped; run 'qosmap validate \(file)' for its errors")
+        }
+        return lines
     }
 }
 
@@ -70,4 +93,27 @@ func resolveDomain(_ name: String, in set: TableSet) throws -> DSDomain {
 func isDirectory(_ path: String) -> Bool {
     var isDir: ObjCBool = false
     return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+}
+
+/// Shell-completion values for options whose values are names.
+enum Completions {
+    /// The domain names: built-ins plus the readable system files.
+    static let domain = CompletionKind.custom { _, _, _ in names(profiles: false) }
+    /// The standards profile names.
+    static let profile = CompletionKind.custom { _, _, _ in names(profiles: true) }
+    /// `--rewrite` fields.
+    static let rewrite = CompletionKind.list(RewriteFields.writable.map(\.name) + ["all"])
+    /// The first `lookup` argument.
+    static let lookupKind = CompletionKind.list(
+        Field.allCases.map(\.name) + ["class", "qci", "5qi", "app", "service"])
+
+    /// Loads quietly: a completion must not print warnings into the shell.
+    static func names(profiles: Bool) -> [String] {
+        let set = try? TableLoader.loadSkippingBrokenSystemFiles(
+            directories: [], systemDirectory: TableOptions.systemDirectory,
+            onto: profiles ? TableLoader.builtIn : TableLoader.builtInDomains
+        ).set
+        guard let set else { return [] }
+        return profiles ? set.profiles.names : set.domains.names
+    }
 }

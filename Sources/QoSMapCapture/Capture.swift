@@ -18,6 +18,15 @@ public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// Bare IPv6 packets (`DLT_IPV6`, file `LINKTYPE_IPV6`).
     public static let ipv6 = LinkType(rawValue: DLT_IPV6)
 
+    /// BSD loopback: a 4-byte address family in the capturing host's byte order (`DLT_NULL`).
+    public static let null = LinkType(rawValue: DLT_NULL)
+    /// OpenBSD loopback: a 4-byte address family in network byte order (`DLT_LOOP`).
+    public static let loop = LinkType(rawValue: DLT_LOOP)
+    /// Linux cooked capture v1, `tcpdump -i any` before libpcap 1.10 (`DLT_LINUX_SLL`).
+    public static let linuxSLL = LinkType(rawValue: DLT_LINUX_SLL)
+    /// Linux cooked capture v2, `tcpdump -i any` since libpcap 1.10 (`DLT_LINUX_SLL2`).
+    public static let linuxSLL2 = LinkType(rawValue: DLT_LINUX_SLL2)
+
     /// libpcap's name for the type (`pcap_datalink_val_to_name`), or the number.
     public var description: String {
         if let lib = try? LibPcap.shared.get(), let name = lib.datalinkName(rawValue) {
@@ -61,21 +70,43 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
     public var description: String { "\(path): \(message)" }
 }
 
+/// The resolution of a capture's timestamps (`PCAP_TSTAMP_PRECISION_*`).
+public enum TimestampPrecision: Sendable, Equatable {
+    /// Microseconds (`PCAP_TSTAMP_PRECISION_MICRO`, pcap magic 0xa1b2c3d4).
+    case micro
+    /// Nanoseconds (`PCAP_TSTAMP_PRECISION_NANO`, pcap magic 0xa1b23c4d).
+    case nano
+
+    var libpcapValue: UInt32 {
+        self == .nano ? UInt32(PCAP_TSTAMP_PRECISION_NANO) : UInt32(PCAP_TSTAMP_PRECISION_MICRO)
+    }
+}
+
 /// One record's metadata (`struct pcap_pkthdr`).
 public struct CaptureRecord: Sendable, Equatable {
     /// Seconds since the epoch.
     public var seconds: Int
-    /// Microseconds within the second.
-    public var microseconds: Int
+    /// Nanoseconds within the second (a multiple of 1000 from a microsecond capture).
+    public var nanoseconds: Int
     /// The bytes captured (at most the snapshot length).
     public var capturedLength: Int
     /// The packet's length on the wire.
     public var originalLength: Int
 
-    /// Creates a record header.
+    /// Microseconds within the second.
+    public var microseconds: Int { nanoseconds / 1000 }
+
+    /// Creates a record header with a microsecond timestamp.
     public init(seconds: Int, microseconds: Int, capturedLength: Int, originalLength: Int) {
+        self.init(
+            seconds: seconds, nanoseconds: microseconds * 1000, capturedLength: capturedLength,
+            originalLength: originalLength)
+    }
+
+    /// Creates a record header with a nanosecond timestamp.
+    public init(seconds: Int, nanoseconds: Int, capturedLength: Int, originalLength: Int) {
         self.seconds = seconds
-        self.microseconds = microseconds
+        self.nanoseconds = nanoseconds
         self.capturedLength = capturedLength
         self.originalLength = originalLength
     }
@@ -87,12 +118,17 @@ public final class CaptureReader {
     private let handle: OpaquePointer
     /// The file read.
     public let path: String
+    /// The file's timestamp resolution: nanoseconds for a nanosecond pcap,
+    /// microseconds otherwise (pcapng and standard input included).
+    public let precision: TimestampPrecision
 
-    /// Opens a capture file (`pcap_open_offline`).
+    /// Opens a capture file (`pcap_open_offline_with_tstamp_precision`), at
+    /// the file's own timestamp resolution.
     public init(path: String) throws(CaptureError) {
         let lib = try LibPcap.get(for: path)
+        let precision = Self.filePrecision(path)
         var errbuf = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE))
-        guard let h = lib.openOffline(path, &errbuf) else {
+        guard let h = lib.openOffline(path, precision.libpcapValue, &errbuf) else {
             let bytes = errbuf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
             var message = String(decoding: bytes, as: UTF8.self)
             // libpcap starts some messages with the path, which the error already names.
@@ -102,9 +138,20 @@ public final class CaptureReader {
         self.lib = lib
         self.handle = h
         self.path = path
+        self.precision = precision
     }
 
     deinit { lib.close(handle) }
+
+    /// Nanoseconds when the file starts with the nanosecond pcap magic, in
+    /// either byte order; libpcap reports the precision asked for, not the file's.
+    static func filePrecision(_ path: String) -> TimestampPrecision {
+        guard path != "-", let f = fopen(path, "rb") else { return .micro }
+        defer { fclose(f) }
+        var magic = [UInt8](repeating: 0, count: 4)
+        guard fread(&magic, 1, 4, f) == 4 else { return .micro }
+        return magic == [0xA1, 0xB2, 0x3C, 0x4D] || magic == [0x4D, 0x3C, 0xB2, 0xA1] ? .nano : .micro
+    }
 
     /// The link-layer header type (`pcap_datalink`).
     public var linkType: LinkType { LinkType(rawValue: lib.datalink(handle)) }
@@ -129,8 +176,11 @@ public final class CaptureReader {
                     .recordTooLarge, path: path, message: "record of \(caplen) bytes exceeds \(buffer.count)")
             }
             base.copyMemory(from: data, byteCount: caplen)
+            // tv_usec holds nanoseconds when the handle was opened for them.
+            let fraction = Int(header.pointee.ts.tv_usec)
             return CaptureRecord(
-                seconds: Int(header.pointee.ts.tv_sec), microseconds: Int(header.pointee.ts.tv_usec),
+                seconds: Int(header.pointee.ts.tv_sec),
+                nanoseconds: precision == .nano ? fraction : fraction * 1000,
                 capturedLength: caplen, originalLength: Int(header.pointee.len))
         case PCAP_ERROR_BREAK:  // -2 from a savefile: the end of the file
             return nil
@@ -149,12 +199,18 @@ public final class CaptureWriter {
     private var closed = false
     /// The file written.
     public let path: String
+    /// The timestamp resolution written.
+    public let precision: TimestampPrecision
 
-    /// Creates (truncates) a pcap file with the link type and snapshot length
-    /// (`pcap_open_dead`, `pcap_dump_open`).
-    public init(path: String, linkType: LinkType, snapshotLength: Int) throws(CaptureError) {
+    /// Creates (truncates) a pcap file with the link type, snapshot length and
+    /// timestamp resolution (`pcap_open_dead_with_tstamp_precision`,
+    /// `pcap_dump_open`; `-` is standard output).
+    public init(
+        path: String, linkType: LinkType, snapshotLength: Int, precision: TimestampPrecision = .micro
+    ) throws(CaptureError) {
         let lib = try LibPcap.get(for: path)
-        guard let d = lib.openDead(linkType.rawValue, Int32(clamping: snapshotLength)) else {
+        guard let d = lib.openDead(linkType.rawValue, Int32(clamping: snapshotLength), precision.libpcapValue)
+        else {
             throw CaptureError(.write, path: path, message: "cannot create a pcap handle")
         }
         guard let dumper = lib.dumpOpen(d, path) else {
@@ -166,6 +222,7 @@ public final class CaptureWriter {
         self.dead = d
         self.dumper = dumper
         self.path = path
+        self.precision = precision
     }
 
     deinit {
@@ -177,7 +234,7 @@ public final class CaptureWriter {
     public func write(_ record: CaptureRecord, _ bytes: UnsafeRawBufferPointer) {
         var header = pcap_pkthdr()
         header.ts.tv_sec = .init(record.seconds)
-        header.ts.tv_usec = .init(record.microseconds)
+        header.ts.tv_usec = .init(precision == .nano ? record.nanoseconds : record.microseconds)
         header.caplen = UInt32(truncatingIfNeeded: bytes.count)
         header.len = UInt32(truncatingIfNeeded: record.originalLength)
         // libpcap's design: pcap_dump takes the dumper disguised as u_char *.

@@ -17,8 +17,8 @@ import CPcap
 /// against it where the types allow.
 struct LibPcap: @unchecked Sendable {
     typealias OpenOffline =
-        @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?) -> OpaquePointer?
-    typealias OpenDead = @convention(c) (Int32, Int32) -> OpaquePointer?
+        @convention(c) (UnsafePointer<CChar>?, UInt32, UnsafeMutablePointer<CChar>?) -> OpaquePointer?
+    typealias OpenDead = @convention(c) (Int32, Int32, UInt32) -> OpaquePointer?
     typealias Close = @convention(c) (OpaquePointer?) -> Void
     typealias IntOf = @convention(c) (OpaquePointer?) -> Int32
     typealias NameOf = @convention(c) (Int32) -> UnsafePointer<CChar>?
@@ -35,9 +35,9 @@ struct LibPcap: @unchecked Sendable {
         ) -> Void
     typealias DumpFile = @convention(c) (OpaquePointer?) -> UnsafeMutablePointer<FILE>?
 
-    /// `pcap_open_offline`
+    /// `pcap_open_offline_with_tstamp_precision` (libpcap 1.5)
     let openOffline: OpenOffline
-    /// `pcap_open_dead`
+    /// `pcap_open_dead_with_tstamp_precision` (libpcap 1.5)
     let openDead: OpenDead
     /// `pcap_close`
     let close: Close
@@ -100,7 +100,8 @@ struct LibPcap: @unchecked Sendable {
             return unsafeBitCast(p, to: F.self)
         }
         let lib = (
-            symbol("pcap_open_offline", as: OpenOffline.self), symbol("pcap_open_dead", as: OpenDead.self),
+            symbol("pcap_open_offline_with_tstamp_precision", as: OpenOffline.self),
+            symbol("pcap_open_dead_with_tstamp_precision", as: OpenDead.self),
             symbol("pcap_close", as: Close.self), symbol("pcap_datalink", as: IntOf.self),
             symbol("pcap_snapshot", as: IntOf.self), symbol("pcap_datalink_val_to_name", as: NameOf.self),
             symbol("pcap_geterr", as: GetErr.self), symbol("pcap_next_ex", as: NextEx.self),
@@ -116,7 +117,7 @@ struct LibPcap: @unchecked Sendable {
                 CaptureError(
                     .library, path: "",
                     message:
-                        "libpcap lacks \(missing.joined(separator: ", ")); libpcap 1.0 or later is needed"))
+                        "libpcap lacks \(missing.joined(separator: ", ")); libpcap 1.5 or later is needed"))
         }
         return .success(
             LibPcap(

@@ -127,12 +127,25 @@ public struct DSCP: RawRepresentable, Hashable, Comparable, Sendable, CustomStri
         ("AF43", .af43), ("CS5", .cs5), ("VA", .va), ("EF", .ef), ("CS6", .cs6), ("CS7", .cs7),
     ]
 
+    /// Vendor spellings accepted beside the PHB names: Junos `be`, `nc1`,
+    /// `nc2` and Cisco `default` (Junos `ef`, `af41`… are the PHB names).
+    public static let vendorNames: [(name: String, dscp: DSCP, standard: String)] = [
+        ("BE", .df, "DF"), ("DEFAULT", .df, "DF"), ("NC1", .cs6, "CS6"), ("NC2", .cs7, "CS7"),
+    ]
+
     /// The code point for a PHB name such as `EF`, `AF41`, `CS6`, `LE`, `VA`
-    /// or `DF` (case-insensitive), or nil.
+    /// or `DF`, or a vendor spelling (``vendorNames``), case-insensitive; or nil.
     public init?(name: some StringProtocol) {
-        let upper = name.uppercased()
-        guard let entry = DSCP.phbNames.first(where: { $0.name == upper }) else { return nil }
-        self = entry.dscp
+        guard let standard = DSCP.standardName(name) else { return nil }
+        self = DSCP.phbNames.first(where: { $0.name == standard })!.dscp
+    }
+
+    /// The standard PHB name a name token stands for (`df` gives `DF`, Junos
+    /// `be` gives `DF`, `nc1` gives `CS6`), or nil when it is no name.
+    public static func standardName(_ token: some StringProtocol) -> String? {
+        let upper = token.uppercased()
+        if phbNames.contains(where: { $0.name == upper }) { return upper }
+        return vendorNames.first(where: { $0.name == upper })?.standard
     }
 
     /// Parses a decimal, `0x`, `0b` or PHB-name token.
@@ -141,10 +154,19 @@ public struct DSCP: RawRepresentable, Hashable, Comparable, Sendable, CustomStri
             self = named
             return
         }
+        // Six binary digits, as switch configurations write DSCP (101110 is EF).
+        if token.count == 6, token.allSatisfy({ $0 == "0" || $0 == "1" }),
+            let bits = UInt8(String(token), radix: 2)
+        {
+            self.init(unchecked: bits)
+            return
+        }
         guard let value = parseInteger(Substring(token)) else {
             throw .unparsable(
                 field: "dscp", token: String(token),
-                allowed: "0-63 (decimal, 0x.., 0b..) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE)")
+                allowed:
+                    "0-63 (decimal, 0x.., 0b.., six binary digits) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE; Junos be, nc1, nc2; Cisco default)"
+            )
         }
         try self.init(value)
     }

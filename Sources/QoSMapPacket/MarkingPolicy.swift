@@ -10,6 +10,10 @@ public struct MarkingPolicy: Sendable {
     public var egress: DSDomain
     /// The fields written.
     public var rewrite: RewriteFields
+    /// What happens to a packet that lacks the trusted field.
+    public var untrusted: UntrustedFallback = .bestEffort
+    /// Which 802.1Q/802.1ad tags of a stack 802.1p trust reads and rewrite writes.
+    public var tags: TagSelection = .all
 
     /// Creates a policy; the egress domain defaults to the ingress domain.
     public init(
@@ -20,4 +24,23 @@ public struct MarkingPolicy: Sendable {
         self.egress = egress ?? ingress
         self.rewrite = rewrite
     }
+}
+
+/// What ``PacketMarker`` does with a packet that lacks the trusted field
+/// (trust `8021p` and an untagged frame, say).
+public enum UntrustedFallback: String, Sendable, Hashable, CaseIterable {
+    /// Classify it BE/green and write the fields present (the default).
+    case bestEffort = "default"
+    /// Leave it unchanged: status ``RemarkResult/Status/unchanged``, nothing written.
+    case keep
+}
+
+/// Which tags of a VLAN stack (QinQ) 802.1p trust reads and rewrite writes.
+public enum TagSelection: String, Sendable, Hashable, CaseIterable {
+    /// Trust the outer tag; write the PCP of every tag (the default).
+    case all
+    /// Trust and write the outer tag only (the S-tag of a QinQ frame).
+    case outer
+    /// Trust and write the innermost tag only (the customer's C-tag).
+    case inner
 }

@@ -11,15 +11,17 @@ import QoSMapCore
 /// Fields, given class and color from the trusted field and the ingress domain:
 /// - DSCP: the IPv4 TOS / IPv6 Traffic Class upper six bits; the two ECN bits are
 ///   never touched; the IPv4 header checksum is updated incrementally (RFC 1624, eqn. 3).
-/// - 802.1p: the PCP of every tag in the stack. The DEI of S-tags (0x88a8, 0x9100)
+/// - 802.1p: the PCP of every tag in the stack (``MarkingPolicy/tags``: or the
+///   outer or the innermost tag only). The DEI of S-tags (0x88a8, 0x9100)
 ///   is written from color when the egress domain's `dropEligibility` is `.color`;
 ///   otherwise DEI, and the DEI/CFI bit of C-tags, is left as received.
 /// - EXP: the top label only; inner labels belong to other LSPs' owners.
 ///
 /// Trust reads: `dscp` and `ip-precedence` the IP header; `8021p` the outer tag's
-/// PCP, with its DEI when the outer tag is an S-tag; `exp` the top label. When the
+/// PCP (the innermost's with ``TagSelection/inner``), with its DEI when that tag is an S-tag; `exp` the top label. When the
 /// trusted field is absent the packet is BE/green, as with trust `none`, and the
-/// fields that are present are still written.
+/// fields that are present are still written; with ``MarkingPolicy/untrusted``
+/// `.keep` it is left unchanged instead. ``RemarkResult/trustedFieldAbsent`` says which.
 public enum PacketMarker {
     /// Parses and remarks in place; malformed/truncated/unknown input is left
     /// byte-for-byte unchanged. Never reads outside the buffer, never allocates.
@@ -90,22 +92,36 @@ public enum PacketMarker {
 
         // Ingress: the trusted field, or BE/green when it is absent.
         var treatment = Treatment.bestEffort
+        var absent = false
         switch policy.trust {
         case .none:
             break
         case .field(.dscp):
-            if frame.l3 >= 0 { treatment = policy.ingress.classify(.dscp, frame.tos >> 2) }
+            if frame.l3 >= 0 {
+                treatment = policy.ingress.classify(.dscp, frame.tos >> 2)
+            } else {
+                absent = true
+            }
         case .field(.ipPrecedence):
-            if frame.l3 >= 0 { treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5) }
+            if frame.l3 >= 0 {
+                treatment = policy.ingress.classify(.ipPrecedence, frame.tos >> 5)
+            } else {
+                absent = true
+            }
         case .field(.dot1p):
             if frame.tagCount > 0 {
-                let tci = u8(p, 14)
-                let dei = isSTag(u16(p, 12)) && tci & 0x10 != 0
+                let tpidAt = policy.tags == .inner ? 12 &+ (frame.tagCount &- 1) &* 4 : 12
+                let tci = u8(p, tpidAt &+ 2)
+                let dei = isSTag(u16(p, tpidAt)) && tci & 0x10 != 0
                 treatment = policy.ingress.classify(pcp: PCP(truncating: tci >> 5), dei: dei)
+            } else {
+                absent = true
             }
         case .field(.exp):
             if frame.labelCount > 0 {
                 treatment = policy.ingress.classify(.exp, (u8(p, frame.mplsTop &+ 2) >> 1) & 7)
+            } else {
+                absent = true
             }
         }
 
@@ -114,11 +130,16 @@ public enum PacketMarker {
             labelCount: frame.labelCount,
             tailMalformed: frame.tailMalformed
         )
+        result.trustedFieldAbsent = absent
         if frame.l3 >= 0 {
             result.ipVersion = frame.ipVersion
             result.l3Offset = frame.l3
             result.originalDSCP = DSCP(tos: frame.tos)
             result.newDSCP = result.originalDSCP
+        }
+        if absent, policy.untrusted == .keep {
+            result.status = .unchanged
+            return result
         }
 
         var acted = false
@@ -130,6 +151,7 @@ public enum PacketMarker {
             let newTOS = newDSCP.rawValue << 2 | (frame.tos & 3)
             if newTOS != frame.tos {
                 changed = true
+                result.changedFields.insert(.dscp)
                 if write { writeTOS(p, frame.l3, frame.ipVersion, old: frame.tos, new: newTOS) }
             }
             result.newDSCP = newDSCP
@@ -139,8 +161,9 @@ public enum PacketMarker {
             let pcpBits = egress.pcp(for: treatment).rawValue << 5
             let writeDEI = egress.dropEligibility == .color
             let deiBit: UInt8 = egress.dei(for: treatment) ? 0x10 : 0
-            var i = 0
-            while i < frame.tagCount {
+            var i = policy.tags == .inner ? frame.tagCount &- 1 : 0
+            let last = policy.tags == .outer ? 1 : frame.tagCount
+            while i < last {
                 let tpidAt = 12 &+ i &* 4
                 let old = u8(p, tpidAt &+ 2)
                 var new = (old & 0x1F) | pcpBits
@@ -148,6 +171,7 @@ public enum PacketMarker {
                 if new != old {
                     if write { store8(p, tpidAt &+ 2, new) }
                     changed = true
+                    result.changedFields.insert(.dot1p)
                 }
                 i &+= 1
             }
@@ -159,6 +183,7 @@ public enum PacketMarker {
             if new != old {
                 if write { store8(p, frame.mplsTop &+ 2, new) }
                 changed = true
+                result.changedFields.insert(.exp)
             }
         }
         result.status = changed ? .rewritten : (acted ? .unchanged : .unsupported)

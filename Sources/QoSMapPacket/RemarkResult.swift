@@ -45,6 +45,13 @@ public struct RemarkResult: Sendable, Hashable {
     /// ``TransportChecksum/complete(_:)``, refuses it.
     public var tailMalformed: Bool
 
+    /// Whether the trusted field was absent (trust `8021p` on an untagged
+    /// frame, `dscp` on a non-IP one…): the treatment is then the policy's
+    /// fallback (``MarkingPolicy/untrusted``). False with trust `none`.
+    public var trustedFieldAbsent = false
+    /// The fields whose bytes were changed (a subset of the policy's rewrite set).
+    public var changedFields: RewriteFields = []
+
     /// Creates a result.
     public init(
         status: Status, treatment: Treatment = .bestEffort, ipVersion: UInt8? = nil, l3Offset: Int? = nil,

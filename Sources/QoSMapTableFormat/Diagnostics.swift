@@ -106,9 +106,23 @@ package struct YAMLContext {
 
     static func diagnostic(for error: YamlError, file: String) -> TableDiagnostic {
         switch error {
-        case .scanner(let context, let problem, let mark, _),
-            .parser(let context, let problem, let mark, _),
-            .composer(let context, let problem, let mark, _):
+        case .scanner(let context, let problem, let mark, let yaml),
+            .parser(let context, let problem, let mark, let yaml),
+            .composer(let context, let problem, let mark, let yaml):
+            // libyaml's wording for two common mistakes names neither.
+            let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
+            if mark.line >= 1, mark.line <= lines.count,
+                lines[mark.line - 1].prefix(mark.column).contains("\t")
+            {
+                return TableDiagnostic(
+                    file: file, line: mark.line, column: mark.column,
+                    message: "tabs are not allowed in YAML indentation; indent with spaces")
+            }
+            if problem.contains("nesting level") {
+                return TableDiagnostic(
+                    file: file, line: mark.line, column: mark.column,
+                    message: "YAML nesting is too deep; a table file needs only a few levels")
+            }
             let ctx = context.map { " (\($0.text) at line \($0.mark.line), column \($0.mark.column))" } ?? ""
             return TableDiagnostic(
                 file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(problem)\(ctx)")

@@ -51,6 +51,75 @@ extension TableLoader {
         return set
     }
 
+    /// Loads table directories like ``load(directories:systemDirectory:onto:)``,
+    /// except that a file of the system directory that cannot be read or
+    /// loaded is left out rather than failing the batch, so that one broken
+    /// file in `/etc/qosmap/domains.d` does not stop commands that do not need
+    /// it. Files of `directories` (given explicitly) still fail the batch.
+    /// - Returns: the set, and the diagnostics of every file left out.
+    /// - Throws: ``TableLoadError`` when a file of `directories` is at fault;
+    ///   it also carries the diagnostics of the files left out.
+    /// - Parameter excluding: paths of files to leave out silently (the
+    ///   files `validate` checks on top of the others).
+    public static func loadSkippingBrokenSystemFiles(
+        directories: [String], systemDirectory: String?, onto base: TableSet,
+        excluding: Set<String> = []
+    ) throws(TableLoadError) -> (set: TableSet, skipped: [TableDiagnostic]) {
+        var system: [TableSource] = []
+        var skipped: [TableDiagnostic] = []
+        if let systemDirectory, isDirectory(systemDirectory) {
+            let read = readDirectory(systemDirectory)
+            system = read.sources
+            skipped = read.unreadable
+        }
+        var user: [TableSource] = []
+        var unreadable: [TableDiagnostic] = []
+        for dir in directories {
+            let read = readDirectory(dir)
+            user += read.sources
+            unreadable += read.unreadable
+        }
+        func sorted(_ d: [TableDiagnostic]) -> TableLoadError {
+            TableLoadError(d.sorted { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) })
+        }
+        if !unreadable.isEmpty { throw sorted(skipped + unreadable) }
+        if !excluding.isEmpty {
+            let excluded = Set(excluding.map(realPath))
+            system.removeAll { excluded.contains(realPath($0.path)) }
+            user.removeAll { excluded.contains(realPath($0.path)) }
+        }
+        // Each round leaves out at least one file, so this ends.
+        while true {
+            do {
+                let set = try load(system + user, onto: base)
+                return (set, skipped)
+            } catch {
+                let systemPaths = Set(system.map(\.path))
+                let bad = Set(error.diagnostics.filter { $0.severity == .error }.map(\.file))
+                    .intersection(systemPaths)
+                if bad.isEmpty { throw sorted(skipped + error.diagnostics) }
+                skipped += error.diagnostics.filter { bad.contains($0.file) }
+                system.removeAll { bad.contains($0.path) }
+            }
+        }
+    }
+
+    /// The canonical path (`realpath`), or the path itself when it cannot be resolved.
+    public static func realPath(_ path: String) -> String {
+        guard let p = realpath(path, nil) else { return path }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// The readable `*.yaml` and `*.yml` files of a directory, in name order,
+    /// and a diagnostic for each file (or the directory) that cannot be read,
+    /// so that one bad file does not hide the others.
+    public static func readTableDirectory(_ dir: String) -> (
+        sources: [TableSource], unreadable: [TableDiagnostic]
+    ) {
+        readDirectory(dir)
+    }
+
     /// Reads the `*.yaml` and `*.yml` files of a directory, in name order.
     /// - Throws: ``TableLoadError`` naming the directory when it cannot be
     ///   listed (with the errno text), or naming every file that cannot be read.

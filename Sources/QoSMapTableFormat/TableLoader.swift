@@ -121,8 +121,10 @@ public enum TableLoader {
             let next = ready.isEmpty ? pending : ready  // a cycle: report it below
             for doc in next {
                 var ctx = YAMLContext(file: doc.file)
-                if ready.isEmpty {
-                    ctx.error(doc.importNode, "import cycle through domain '\(doc.importName ?? "")'")
+                if doc.importName == doc.name, set.domains[doc.name] == nil {
+                    ctx.error(doc.importNode, "domain '\(doc.name)' imports itself; import another domain")
+                } else if ready.isEmpty {
+                    ctx.error(doc.importNode, "import cycle: " + importCycle(from: doc, in: pending))
                 } else if let (domain, provenance) = resolve(
                     doc, in: set, definedIn: definedIn, origin: origin, ctx: &ctx)
                 {
@@ -140,6 +142,22 @@ public enum TableLoader {
         }
         set.warnings += diagnostics
         return set
+    }
+
+    /// The import chain from `doc` back to a domain already in it,
+    /// `a → b → a`, through the documents not yet resolved.
+    static func importCycle(from doc: DomainDocument, in pending: [DomainDocument]) -> String {
+        var chain = [doc.name]
+        var current = doc
+        while let imp = current.importName, let next = pending.first(where: { $0.name == imp }) {
+            chain.append(imp)
+            if chain.dropLast().contains(imp) || chain.count > pending.count + 1 { break }
+            current = next
+        }
+        if let imp = current.importName, !chain.dropLast().contains(imp), chain.last != imp {
+            chain.append(imp)
+        }
+        return chain.joined(separator: " → ")
     }
 
     static func resolve(

@@ -1,13 +1,20 @@
 import Foundation
 import Testing
 
+@testable import QoSMapCLI
+
+/// The top-level subcommands, as an unknown-subcommand error lists them.
+let subcommandNames = QoSMapCommand.configuration.subcommands.map { $0._commandName }.joined(separator: ", ")
+
 /// Runs the built `qosmap` binary, which sits beside the test bundle.
-func qosmap(_ args: [String], environment: [String: String] = [:]) throws -> (
+/// `executable` runs another program instead (a wrapper such as unshare).
+func qosmap(_ args: [String], environment: [String: String] = [:], executable: String? = nil) throws -> (
     status: Int32, out: String, err: String
 ) {
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let process = Process()
-    process.executableURL = bundle.appendingPathComponent("qosmap")
+    process.executableURL =
+        executable.map(URL.init(fileURLWithPath:)) ?? bundle.appendingPathComponent("qosmap")
     process.arguments = args
     // No system tables unless a test asks for them.
     process.environment = ProcessInfo.processInfo.environment.merging(
@@ -66,7 +73,7 @@ struct CLITests {
         (["lookup", "dscp", "64"], "qosmap: error: dscp value 64 is out of range; allowed: 0-63\n"),
         (
             ["lookup", "dscp", "fast"],
-            "qosmap: error: invalid dscp value 'fast'; allowed: 0-63 (decimal, 0x.., 0b..) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE)\n"
+            "qosmap: error: invalid dscp value 'fast'; allowed: 0-63 (decimal, 0x.., 0b.., six binary digits) or a PHB name (DF, CS0-CS7, AF11-AF43, EF, VA, LE; Junos be, nc1, nc2; Cisco default)\n"
         ),
         (["lookup", "exp", "8"], "qosmap: error: exp value 8 is out of range; allowed: 0-7\n"),
         (
@@ -91,7 +98,7 @@ struct CLITests {
             "qosmap: error: The value 'vlan' is invalid for '--field <field>'. Please provide one of 'dscp', 'ip-precedence', '8021p' or 'exp'.\n"
         ),
         (["lookup", "dscp"], "qosmap: error: Missing expected argument '<value>'\n"),
-        (["frobnicate"], "qosmap: error: Unexpected argument 'frobnicate'\n"),
+        (["frobnicate"], "qosmap: error: unknown subcommand 'frobnicate'; allowed: \(subcommandNames)\n"),
     ])
     func usageErrorsExit64WithOneLine(args: [String], message: String) throws {
         let result = try qosmap(args)

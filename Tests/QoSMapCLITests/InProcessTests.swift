@@ -10,13 +10,13 @@ import Testing
 /// the line `qosmap` would print.
 func qosmapInProcess(_ args: [String]) -> (status: Int32, out: String, err: String) {
     do {
-        let command = try QoSMapCommand.parseAsRoot(args)
+        let command = try QoSMapCommand.parse(args)
         guard let text = command as? any TextCommand else {
             return (-1, "", "not a TextCommand: \(type(of: command))")
         }
         return (0, try text.standardOutput(), "")
     } catch {
-        let report = QoSMapCommand.report(for: error)
+        let report = QoSMapCommand.report(for: error, json: args.contains("--json"))
         return report.status == 0 ? (0, report.text + "\n", "") : (report.status, "", report.text + "\n")
     }
 }

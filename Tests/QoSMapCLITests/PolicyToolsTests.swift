@@ -319,9 +319,16 @@ struct PolicyToolsTests {
                 + "  inbound dscp 44: EF/green (was BE/green)  [\(dir)/faulty.yaml:4]\n")
         // The overridden cell's old value cites the built-in file, not the override.
         let json = qosmapInProcessShow(["show", "default", "--overrides", "--json", "--tables", dir])
-        #expect(json.out.contains("\"sourceA\" : \"Tables/domains/default.yaml:71\""))
+        // The line of DSCP 44's cell in the built-in file, found by reading it.
+        let text = try String(contentsOfFile: packageRoot + "/Tables/domains/default.yaml", encoding: .utf8)
+        let line44 =
+            try #require(
+                text.split(separator: "\n", omittingEmptySubsequences: false).firstIndex {
+                    $0.trimmingCharacters(in: .whitespaces).hasPrefix("44:")
+                }) + 1
+        #expect(json.out.contains("\"sourceA\" : \"Tables/domains/default.yaml:\(line44)\""))
         #expect(json.out.contains("\"sourceB\" : \"\(dir)/faulty.yaml:4\""))
-        #expect(try citedLine("Tables/domains/default.yaml:71").hasPrefix("44:"))
+        #expect(try citedLine("Tables/domains/default.yaml:\(line44)").hasPrefix("44:"))
         let lint = policyRun(["lint", "default", "--no-system-tables", "--tables", dir])
         #expect(lint.status == 1)
         #expect(!lint.out.contains("va-with-ef"))

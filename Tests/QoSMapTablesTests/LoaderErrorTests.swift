@@ -127,8 +127,29 @@ struct LoaderErrorTests {
             load([("a.yaml", "domain: a\nimport: b"), ("b.yaml", "domain: b\nimport: a")]).failure)
         #expect(
             error.diagnostics.map(\.description) == [
-                "a.yaml:2:9: import cycle through domain 'b'", "b.yaml:2:9: import cycle through domain 'a'",
+                "a.yaml:2:9: import cycle: a → b → a", "b.yaml:2:9: import cycle: b → a → b",
             ])
+    }
+
+    /// Issue 13 item 10: the messages name the mistake.
+    @Test(arguments: [
+        ("domain: s\nimport: s\n", "s.yaml:2:9: domain 's' imports itself; import another domain"),
+        (
+            "domain: t\nimport: default\ninbound:\n\tdscp:\n",
+            "s.yaml:4:1: tabs are not allowed in YAML indentation; indent with spaces"
+        ),
+        (
+            "domain: x\nsummary: " + String(repeating: "[", count: 2000)
+                + String(repeating: "]", count: 2000),
+            "s.yaml:2:"
+        ),
+    ])
+    func item10_clearerMessages(text: String, message: String) throws {
+        let error = try #require(load([("s.yaml", text)]).failure)
+        let lines = error.diagnostics.map(\.description)
+        #expect(lines.count == 1)
+        #expect(lines.first?.hasPrefix(message) == true, "\(lines)")
+        #expect(!lines.joined().contains("yaml_set_max_nest_level"))
     }
 
     @Test func aFailedBatchAppliesNothing() throws {

@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+
+/// Issue 13 item 11: the same keys for the same things in every JSON output.
+@Suite("qosmap JSON keys")
+struct JSONKeysTests {
+    func json(_ args: [String]) throws -> Any {
+        let result = try qosmap(args)
+        #expect(result.status == 0, "\(result.err)")
+        return try JSONSerialization.jsonObject(with: Data(result.out.utf8))
+    }
+
+    @Test func item11_domainsNameTheDomainAsDomain() throws {
+        let rows = try #require(try json(["domains", "--json"]) as? [[String: Any]])
+        #expect(rows.map { $0["domain"] as? String } == ["default", "5p3d"])
+        #expect(rows.map { $0["name"] as? String } == ["default", "5p3d"], "the documented key stays")
+    }
+
+    @Test func item11_showHasTheDescription() throws {
+        let object = try #require(try json(["show", "5p3d", "--json"]) as? [String: Any])
+        #expect((object["description"] as? String)?.hasPrefix("IEEE 802.1ad 5P3D") == true)
+    }
+
+    @Test func item11_profileLookupsEchoFieldAndValue() throws {
+        let qci = try #require(try json(["lookup", "qci", "1", "--json"]) as? [String: Any])
+        #expect(qci["field"] as? String == "qci")
+        #expect(qci["value"] as? Int == 1)
+        let app = try #require(try json(["lookup", "app", "voip", "--json"]) as? [String: Any])
+        #expect(app["field"] as? String == "app")
+        #expect(app["value"] as? String == "voip")
+    }
+}
+
+/// Issue 13 item 11: a profile column that is a list in one row is a list in every row.
+@Test func item11_profileColumnsHaveOneType() throws {
+    let result = try qosmap(["profile", "show", "mef-23.1", "--json"])
+    #expect(result.status == 0)
+    let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [[String: Any]])
+    for key in ["pcpGreen", "dscpGreen"] {
+        let cells = rows.compactMap { $0[key] }
+        #expect(!cells.isEmpty)
+        #expect(cells.allSatisfy { $0 is [Any] }, "\(key): \(cells)")
+    }
+}
