@@ -353,7 +353,7 @@ struct PolicyToolsTests {
     @Test(arguments: [
         ("ef-highest", "RFC 3246 §2", "  dscp:\n    46: [AF4, green]\n", "46:"),
         ("af-drop-order", "RFC 2597 §2", "  dscp:\n    10: [AF1, yellow]\n    12: [AF1, green]\n", "12:"),
-        ("le-below-be", "RFC 8622 §3", "  dscp:\n    1: [AF1, green]\n", "1:"),
+        ("le-below-be", "RFC 8622 §4", "  dscp:\n    1: [AF1, green]\n", "1:"),
         ("cs6-cs7-kept", "RFC 2474 §4.2.2.2", "  dscp:\n    48: [BE, green]\n", "48:"),
         ("va-with-ef", "RFC 5865 §2", "  dscp:\n    44: [AF4, green]\n", "44:"),
         ("round-trip", "RFC 2474 §3", "outbound:\n  exp:\n    AF3: 2\n", "AF3:"),
