@@ -48,7 +48,9 @@ public struct BPFMap: Sendable, Hashable {
         opts.sz = MemoryLayout<bpf_map_batch_opts>.size
         try libbpf(.updateMap, name) {
             keys.withUnsafeBytes { k in
-                values.withUnsafeBytes { v in bpf_map_update_batch(fd, k.baseAddress, v.baseAddress, &count, &opts) }
+                values.withUnsafeBytes { v in
+                    bpf_map_update_batch(fd, k.baseAddress, v.baseAddress, &count, &opts)
+                }
             }
         }
     }
@@ -70,7 +72,7 @@ public struct BPFMap: Sendable, Hashable {
                     return r
                 }
             }
-        } catch where error.errno == .noSuchFileOrDirectory {
+        } catch  where error.errno == .noSuchFileOrDirectory {
             return nil
         }
         return values.first
@@ -84,7 +86,7 @@ public struct BPFMap: Sendable, Hashable {
         var k = key
         do {
             try libbpf(.deleteMap, name) { bpf_map_delete_elem(fd, &k) }
-        } catch where error.errno == .noSuchFileOrDirectory {}
+        } catch  where error.errno == .noSuchFileOrDirectory {}
     }
 
     /// The number of possible CPUs (`libbpf_num_possible_cpus`): how many
@@ -99,7 +101,9 @@ public struct BPFMap: Sendable, Hashable {
         }
         var k = key
         var values = [UInt64](repeating: 0, count: BPFMap.possibleCPUs)
-        try libbpf(.lookupMap, name) { values.withUnsafeMutableBytes { bpf_map_lookup_elem(fd, &k, $0.baseAddress) } }
+        try libbpf(.lookupMap, name) {
+            values.withUnsafeMutableBytes { bpf_map_lookup_elem(fd, &k, $0.baseAddress) }
+        }
         return values
     }
 }

@@ -51,7 +51,8 @@ public final class BPFObject: @unchecked Sendable {
             || type == BPF_MAP_TYPE_LRU_PERCPU_HASH
         return BPFMap(
             name: name, fd: bpf_map__fd(m), keySize: Int(bpf_map__key_size(m)),
-            valueSize: Int(bpf_map__value_size(m)), maxEntries: Int(bpf_map__max_entries(m)), isPerCPU: perCPU)
+            valueSize: Int(bpf_map__value_size(m)), maxEntries: Int(bpf_map__max_entries(m)), isPerCPU: perCPU
+        )
     }
 }
 

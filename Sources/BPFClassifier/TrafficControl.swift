@@ -37,7 +37,7 @@ public enum TrafficControl {
 
         fileprivate var hook: bpf_tc_hook {
             var h = bpf_tc_hook()
-            h.sz = MemoryLayout<bpf_tc_hook>.size
+            h.sz = TrafficControl.hookSize
             h.ifindex = ifindex
             h.attach_point = bpf_tc_attach_point(rawValue: direction.rawValue)
             return h
@@ -45,12 +45,18 @@ public enum TrafficControl {
 
         fileprivate var options: bpf_tc_opts {
             var o = bpf_tc_opts()
-            o.sz = MemoryLayout<bpf_tc_opts>.size
+            o.sz = TrafficControl.optionsSize
             o.handle = handle
             o.priority = priority
             return o
         }
     }
+
+    // libbpf checks that every byte past the fields it knows, up to `sz`, is
+    // zero; Swift does not keep tail padding (the C `size_t :0`) zeroed
+    // across copies, so `sz` ends at the last field (as `offsetofend`).
+    private static let hookSize = MemoryLayout<bpf_tc_hook>.offset(of: \bpf_tc_hook.parent)! + 4
+    private static let optionsSize = MemoryLayout<bpf_tc_opts>.offset(of: \bpf_tc_opts.priority)! + 4
 
     /// Adds the clsact qdisc to an interface (`bpf_tc_hook_create` with both
     /// hooks); one already there is kept.
@@ -58,13 +64,13 @@ public enum TrafficControl {
     @discardableResult
     public static func createClsact(ifindex: Int32) throws(BPFError) -> Bool {
         var h = bpf_tc_hook()
-        h.sz = MemoryLayout<bpf_tc_hook>.size
+        h.sz = hookSize
         h.ifindex = ifindex
         h.attach_point = bpf_tc_attach_point(rawValue: BPF_TC_INGRESS.rawValue | BPF_TC_EGRESS.rawValue)
         do {
             try libbpf(.createHook, "ifindex \(ifindex)") { bpf_tc_hook_create(&h) }
             return true
-        } catch where error.errno == .fileExists {
+        } catch  where error.errno == .fileExists {
             return false
         }
     }
@@ -97,7 +103,7 @@ public enum TrafficControl {
         var o = filter.options
         do {
             try libbpf(.query, "ifindex \(filter.ifindex)") { bpf_tc_query(&h, &o) }
-        } catch where error.errno == .noSuchFileOrDirectory || error.errno == .invalidArgument {
+        } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .invalidArgument {
             return nil
         }
         return o.prog_id
