@@ -88,6 +88,9 @@ public final class EBPFDatapath: Service, Sendable {
         } catch {
             throw EBPFError(error.description)
         }
+        if snapshot.config.interfaces.isEmpty {
+            logger.warning("datapath ebpf with no interfaces: nothing is attached, so nothing is marked")
+        }
         let maps: Maps
         do {
             maps = try Self.loadObject()

@@ -70,6 +70,8 @@ struct QoSMapD: AsyncParsableCommand {
         let snapshot: PolicySnapshot
         do {
             snapshot = try QueueService.load(config, generation: 0)
+            // The ebpf datapath's limits (policies per map) are part of the check.
+            if snapshot.config.datapath == .ebpf { _ = try EBPFTables(snapshot) }
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw ExitCode(65)
