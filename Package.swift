@@ -49,6 +49,7 @@ let package = Package(
             providers: [.apt(["libnetfilter-queue-dev"])]),
         .systemLibrary(name: "CMnl", pkgConfig: "libmnl", providers: [.apt(["libmnl-dev"])]),
         .target(name: "CQoSMapShim", dependencies: ["CNetfilterQueue", "CMnl"]),
+        .systemLibrary(name: "CBPF", pkgConfig: "libbpf", providers: [.apt(["libbpf-dev"])]),
 
         // Layer 4: typed Swift wrappers over the C libraries.
         .target(name: "QoSMapCapture", dependencies: ["CPcap"]),
@@ -58,6 +59,9 @@ let package = Package(
                 "CNetfilterQueue", "CMnl", "CQoSMapShim",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]),
+        .target(
+            name: "BPFClassifier",
+            dependencies: ["CBPF", .product(name: "SystemPackage", package: "swift-system")]),
 
         // Layer 5: the CLI (commands in a library so tests can drive them) and the daemon.
         .target(
@@ -74,7 +78,7 @@ let package = Package(
         .target(
             name: "QoSMapDaemon",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue",
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -85,7 +89,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]),
+            ],
+            // The tc classifier (Bpf/qosmap.bpf.c), compiled with clang and embedded.
+            plugins: ["EmbedBPF"]),
+        .executableTarget(name: "qosmap-embed-bpf"),
+        .plugin(name: "EmbedBPF", capability: .buildTool(), dependencies: ["qosmap-embed-bpf"]),
         .executableTarget(
             name: "qosmapd",
             dependencies: [
@@ -107,9 +115,12 @@ let package = Package(
         .testTarget(
             name: "NFQueueTests", dependencies: ["NFQueue", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(
+            name: "BPFClassifierTests",
+            dependencies: ["BPFClassifier", .product(name: "SystemPackage", package: "swift-system")]),
+        .testTarget(
             name: "QoSMapDaemonTests",
             dependencies: [
-                "QoSMapDaemon",
+                "QoSMapDaemon", "BPFClassifier",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

@@ -117,7 +117,7 @@ struct ExportConfig: Equatable {
             guard let root else { return config }
             let top = [
                 "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-                "metrics", "rules",
+                "metrics", "rules", "datapath", "ebpf",
             ]
             for (_, value, key) in pairs(root, "the config", allowed: top) {
                 switch key {

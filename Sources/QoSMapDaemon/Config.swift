@@ -64,6 +64,13 @@ public struct DaemonConfig: Sendable, Equatable {
     /// Who writes the NFQUEUE rules (`rules:`, see ``RulesConfig``).
     public var rules = RulesConfig()
 
+    /// How packets reach the tables: `nfqueue` (user space) or `ebpf` (tc
+    /// clsact egress; see ``EBPFDatapath``).
+    public var datapath = Datapath.nfqueue
+    /// `ebpf: {detach-on-exit:}`: false leaves the classifier attached with
+    /// its last tables when qosmapd exits.
+    public var ebpfDetachOnExit = true
+
     /// Where each domain name was written, to report unknown ones in place.
     public var domainReferences: [TableDiagnostic] = []
 
@@ -106,6 +113,9 @@ public struct DaemonConfig: Sendable, Equatable {
           mark-only: false       # copy headers only, no payload back; see qosmap export nft
         metrics:
           port: 9464             # Prometheus /metrics on 127.0.0.1; 0 disables
+        datapath: nfqueue        # nfqueue, or ebpf: tc clsact egress on the interfaces: names (no queues, no rules)
+        ebpf:
+          detach-on-exit: true   # false: the classifier keeps marking with its last tables after qosmapd exits
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules
@@ -118,6 +128,16 @@ public struct DaemonConfig: Sendable, Equatable {
           table: security        # the queue rule's table: security (after the firewall), mangle, filter
           interval: 5            # seconds between rule counter readings (iptables-save -c)
         """
+}
+
+extension DaemonConfig {
+    /// The config's `datapath:`.
+    public enum Datapath: String, Sendable, Equatable {
+        /// Packets are queued to qosmapd (iptables `-j NFQUEUE`).
+        case nfqueue
+        /// qosmapd compiles its tables into a tc classifier and attaches it.
+        case ebpf
+    }
 }
 
 /// A config file that cannot be used: `file:line:column: message` lines.
@@ -230,7 +250,7 @@ struct ConfigParser {
         guard let root else { return config }  // an empty file keeps every default
         let top = [
             "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-            "metrics", "rules",
+            "metrics", "rules", "datapath", "ebpf",
         ]
         guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
         for (_, value, key) in pairs {
@@ -313,6 +333,18 @@ struct ConfigParser {
                 }
             case "rules":
                 rules(value, into: &config)
+            case "datapath":
+                if let s = scalar(value, "a datapath") {
+                    if let d = DaemonConfig.Datapath(rawValue: s) {
+                        config.datapath = d
+                    } else {
+                        error(value, "invalid datapath '\(s)'; allowed: nfqueue, ebpf")
+                    }
+                }
+            case "ebpf":
+                for (_, v, _) in mapping(value, "ebpf", allowed: ["detach-on-exit"]) ?? [] {
+                    config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
+                }
             default:  // metrics
                 for (_, v, _) in mapping(value, "metrics", allowed: ["port"]) ?? [] {
                     config.metricsPort = integer(v, "metrics port", 0...65535).map(UInt16.init) ?? 0

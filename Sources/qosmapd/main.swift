@@ -11,7 +11,8 @@ import ServiceLifecycle
 struct QoSMapD: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "qosmapd",
-        abstract: "Remark DSCP (and set skb mark/priority) on packets queued by iptables -j NFQUEUE.",
+        abstract:
+            "Remark DSCP (and set skb mark/priority) on packets queued by iptables -j NFQUEUE, or in the kernel (datapath: ebpf).",
         discussion: """
             Without --config the embedded default is used (print it with --print-default-config). \
             SIGHUP reloads config and tables; SIGTERM unbinds and exits. Counters: \
@@ -69,6 +70,8 @@ struct QoSMapD: AsyncParsableCommand {
         let snapshot: PolicySnapshot
         do {
             snapshot = try QueueService.load(config, generation: 0)
+            // The ebpf datapath's limits (policies per map) are part of the check.
+            if snapshot.config.datapath == .ebpf { _ = try EBPFTables(snapshot) }
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw ExitCode(65)
@@ -80,6 +83,23 @@ struct QoSMapD: AsyncParsableCommand {
         // Always built, so that a reload can enable, move or disable it; with
         // port 0 it only waits for shutdown.
         let server = MetricsServer(registry: registry, port: snapshot.config.metricsPort, logger: logger)
+        if snapshot.config.datapath == .ebpf {
+            // No queues and no NFQUEUE rules: the tables run in the kernel.
+            let datapath = EBPFDatapath(
+                configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
+                notifier: SystemdNotifier(), metricsEndpoint: server)
+            var groupConfig = ServiceGroupConfiguration(
+                services: [.init(service: datapath), .init(service: server)], logger: logger)
+            groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
+            do {
+                try await ServiceGroup(configuration: groupConfig).run()
+            } catch {
+                datapath.stop()
+                logger.critical("qosmapd stopped", metadata: ["error": "\(error)"])
+                throw ExitCode(1)
+            }
+            return
+        }
         let service = QueueService(
             configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
             notifier: SystemdNotifier(), metricsEndpoint: server)

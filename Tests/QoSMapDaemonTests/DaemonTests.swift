@@ -22,7 +22,7 @@ import Testing
     ),
     (
         "colour: red\n",
-        "x.yaml:1:1: unknown key 'colour' in the config; allowed: queues, queue, tables, system-tables, trust, domain, interfaces, actions, metrics, rules"
+        "x.yaml:1:1: unknown key 'colour' in the config; allowed: queues, queue, tables, system-tables, trust, domain, interfaces, actions, metrics, rules, datapath, ebpf"
     ),
 ])
 func configErrorsArePositioned(text: String, message: String) {

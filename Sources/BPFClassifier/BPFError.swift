@@ -1,0 +1,86 @@
+import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A failed libbpf operation and its errno.
+public struct BPFError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The libbpf call that failed.
+    public enum Operation: String, Sendable, Hashable {
+        /// `bpf_object__open_mem`.
+        case open = "bpf_object__open_mem"
+        /// `bpf_object__load` (the verifier; `.notPermitted` without CAP_BPF).
+        case load = "bpf_object__load"
+        /// `bpf_object__find_program_by_name`.
+        case findProgram = "bpf_object__find_program_by_name"
+        /// `bpf_object__find_map_by_name`.
+        case findMap = "bpf_object__find_map_by_name"
+        /// `bpf_map_update_elem` or `bpf_map_update_batch`.
+        case updateMap = "bpf_map_update_elem"
+        /// `bpf_map_lookup_elem`.
+        case lookupMap = "bpf_map_lookup_elem"
+        /// `bpf_map_delete_elem`.
+        case deleteMap = "bpf_map_delete_elem"
+        /// `bpf_tc_hook_create` (the clsact qdisc; `.notPermitted` without CAP_NET_ADMIN).
+        case createHook = "bpf_tc_hook_create"
+        /// `bpf_tc_attach`.
+        case attach = "bpf_tc_attach"
+        /// `bpf_tc_detach`.
+        case detach = "bpf_tc_detach"
+        /// `bpf_tc_query`.
+        case query = "bpf_tc_query"
+        /// A map's key or value size differs from the Swift type's.
+        case size = "size check"
+    }
+
+    /// The call that failed.
+    public var operation: Operation
+    /// Why: swift-system's `Errno`, e.g. `.notPermitted` (EPERM) without the
+    /// capabilities, `.noSuchFileOrDirectory` (ENOENT) for no such filter, map or program.
+    public var errno: Errno
+    /// The program, map or interface concerned, if any.
+    public var subject: String?
+
+    /// Creates an error.
+    public init(operation: Operation, errno: Errno, subject: String? = nil) {
+        self.operation = operation
+        self.errno = errno
+        self.subject = subject
+    }
+
+    /// `<libbpf function> [<subject>]: <strerror> (errno N)`.
+    public var description: String {
+        "\(operation.rawValue)\(subject.map { " \($0)" } ?? ""): \(errno) (errno \(errno.rawValue))"
+    }
+}
+
+/// The one way BPFClassifier calls libbpf. libbpf 1.x returns `-errno` from
+/// its `int` functions (and sets `errno`); runs `call` again while it fails
+/// with `EINTR` (a signal is never an error here) and throws any other errno
+/// as a ``BPFError``.
+@inline(__always) @discardableResult
+func libbpf(
+    _ operation: BPFError.Operation, _ subject: String? = nil, _ call: () -> Int32
+) throws(BPFError) -> Int32 {
+    while true {
+        let result = call()
+        if result >= 0 { return result }
+        let error = Errno(rawValue: -result)
+        if error != .interrupted { throw BPFError(operation: operation, errno: error, subject: subject) }
+    }
+}
+
+/// ``libbpf(_:_:_:)`` for a function that returns `NULL` and sets `errno`.
+@inline(__always)
+func libbpf<Value>(
+    _ operation: BPFError.Operation, _ subject: String? = nil, _ call: () -> Value?
+) throws(BPFError) -> Value {
+    while true {
+        if let result = call() { return result }
+        let error = Errno(rawValue: errno == 0 ? ENOENT : errno)
+        if error != .interrupted { throw BPFError(operation: operation, errno: error, subject: subject) }
+    }
+}

@@ -1,0 +1,65 @@
+import CBPF
+
+/// A loaded BPF object (`struct bpf_object`): its programs are verified and
+/// its maps created. Closing it (`bpf_object__close`, on deinit) drops this
+/// process's references only: a program attached to tc stays attached and
+/// keeps its maps alive.
+public final class BPFObject: @unchecked Sendable {
+    // @unchecked: the pointer is only read after init; libbpf's map and
+    // program lookups do not mutate the object.
+    private let object: OpaquePointer
+
+    /// Opens an ELF object from memory (`bpf_object__open_mem`) and loads it
+    /// into the kernel (`bpf_object__load`).
+    /// - Parameters:
+    ///   - bytes: the ELF object, e.g. compiled with `clang -target bpf -g`.
+    ///   - name: the object's name in libbpf's messages.
+    /// - Throws: ``BPFError`` (`.load` with `.notPermitted` without CAP_BPF).
+    public init(bytes: [UInt8], name: String) throws(BPFError) {
+        // libbpf reads the bytes only while opening (it copies the name).
+        let object = try libbpf(.open, name) {
+            name.withCString { cname in
+                var opts = bpf_object_open_opts()
+                opts.sz = MemoryLayout<bpf_object_open_opts>.size
+                opts.object_name = cname
+                return bytes.withUnsafeBytes { bpf_object__open_mem($0.baseAddress, $0.count, &opts) }
+            }
+        }
+        do {
+            try libbpf(.load, name) { bpf_object__load(object) }
+        } catch {
+            bpf_object__close(object)
+            throw error
+        }
+        self.object = object
+    }
+
+    deinit { bpf_object__close(object) }
+
+    /// The program named `name` (`bpf_object__find_program_by_name`, `bpf_program__fd`).
+    public func program(named name: String) throws(BPFError) -> BPFProgram {
+        let p = try libbpf(.findProgram, name) { bpf_object__find_program_by_name(object, name) }
+        return BPFProgram(name: name, fd: bpf_program__fd(p))
+    }
+
+    /// The map named `name` (`bpf_object__find_map_by_name`, `bpf_map__fd`).
+    public func map(named name: String) throws(BPFError) -> BPFMap {
+        let m = try libbpf(.findMap, name) { bpf_object__find_map_by_name(object, name) }
+        let type = bpf_map__type(m)
+        let perCPU =
+            type == BPF_MAP_TYPE_PERCPU_ARRAY || type == BPF_MAP_TYPE_PERCPU_HASH
+            || type == BPF_MAP_TYPE_LRU_PERCPU_HASH
+        return BPFMap(
+            name: name, fd: bpf_map__fd(m), keySize: Int(bpf_map__key_size(m)),
+            valueSize: Int(bpf_map__value_size(m)), maxEntries: Int(bpf_map__max_entries(m)), isPerCPU: perCPU
+        )
+    }
+}
+
+/// A loaded program: its file descriptor, owned by the ``BPFObject``.
+public struct BPFProgram: Sendable, Hashable {
+    /// The name in the object (its C function's name).
+    public let name: String
+    /// The program's fd (`bpf_program__fd`); valid while its object lives.
+    public let fd: Int32
+}

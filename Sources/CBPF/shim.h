@@ -1,0 +1,2 @@
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>

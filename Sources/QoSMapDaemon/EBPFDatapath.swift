@@ -1,0 +1,334 @@
+import BPFClassifier
+import Foundation
+import Logging
+import QoSMapCore
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// `datapath: ebpf`: the tables compiled into a tc classifier
+/// (`Bpf/qosmap.bpf.c`, embedded at build time) attached at clsact egress on
+/// every interface named under `interfaces:`. No packet comes to user space;
+/// the daemon writes tables, swaps them on SIGHUP and reads the counters.
+///
+/// Tables live in two slots; a reload writes the inactive one whole, then
+/// flips `qm_gen` with one map update, so a packet decides with one slot.
+/// SIGTERM detaches the filters unless `ebpf: {detach-on-exit: false}`; if
+/// the daemon dies (or does not detach) the attached program keeps its maps
+/// and marks with the last tables.
+public final class EBPFDatapath: Service, Sendable {
+    /// The tc filter handle and priority qosmapd's filter uses on every interface.
+    public static let filterHandle: UInt32 = 0x7173
+    /// See ``filterHandle``.
+    public static let filterPriority: UInt32 = 0x7173
+    /// The program's name in the object.
+    public static let programName = "qosmap_egress"
+
+    /// Where the config comes from: a file, or the embedded default.
+    public let configPath: String?
+    /// The snapshot in force.
+    public let store: PolicyStore
+    let metrics: DaemonMetrics
+    let logger: Logger
+    let notifier: SystemdNotifier
+    let metricsEndpoint: (any MetricsEndpoint)?
+    private let state: Mutex<State>
+
+    struct Maps: Sendable {
+        let object: BPFObject
+        let program: BPFProgram
+        let gen, ingress, egress, table, counters: BPFMap
+    }
+
+    struct State: Sendable {
+        var maps: Maps?
+        var active = 0
+        /// Interface name → ifindex it is attached on.
+        var attached: [String: Int32] = [:]
+        /// Interface policy numbers written, by ifindex (the active slot's half is kept on reload).
+        var ingressSlots: [Int32: EBPFPolicySlots] = [:]
+        var egressSlots: [Int32: EBPFPolicySlots] = [:]
+        /// Counter sums at the last flush.
+        var lastCounts = [UInt64](repeating: 0, count: EBPFLayout.counterEntries)
+        var generation = 0
+    }
+
+    /// Starts from a loaded snapshot; nothing is loaded or attached until ``start()``.
+    public init(
+        configPath: String?, snapshot: PolicySnapshot, metrics: DaemonMetrics, logger: Logger,
+        notifier: SystemdNotifier, metricsEndpoint: (any MetricsEndpoint)? = nil
+    ) {
+        self.configPath = configPath
+        self.metrics = metrics
+        self.logger = logger
+        self.notifier = notifier
+        self.metricsEndpoint = metricsEndpoint
+        store = PolicyStore(snapshot)
+        state = Mutex(State(generation: snapshot.generation))
+    }
+
+    /// Loads the embedded object (`bpf_object__open_mem`, `bpf_object__load`) and finds its maps.
+    static func loadObject() throws(BPFError) -> Maps {
+        let object = try BPFObject(bytes: EmbeddedBPF.object, name: "qosmap")
+        return Maps(
+            object: object, program: try object.program(named: programName),
+            gen: try object.map(named: "qm_gen"), ingress: try object.map(named: "qm_ingress"),
+            egress: try object.map(named: "qm_egress"), table: try object.map(named: "qm_table"),
+            counters: try object.map(named: "qm_counters"))
+    }
+
+    /// Loads the classifier, writes the tables into slot 0 and attaches it
+    /// on every configured interface that exists.
+    /// - Throws: ``EBPFError`` naming the step (load, tables, attach).
+    public func start() throws(EBPFError) {
+        let snapshot = store.snapshot
+        let tables: EBPFTables
+        do {
+            tables = try EBPFTables(snapshot)
+        } catch {
+            throw EBPFError(error.description)
+        }
+        if snapshot.config.interfaces.isEmpty {
+            logger.warning("datapath ebpf with no interfaces: nothing is attached, so nothing is marked")
+        }
+        let maps: Maps
+        do {
+            maps = try Self.loadObject()
+        } catch {
+            throw EBPFError("cannot load the classifier: \(error)\(Self.hint(error))")
+        }
+        try state.withLock { s throws(EBPFError) in
+            s.maps = maps
+            s.active = 1  // so that install writes slot 0 and flips to it
+            guard install(tables, snapshot, &s) else {
+                throw EBPFError("cannot attach the classifier; see the log")
+            }
+        }
+        metrics.loaded(at: Date().timeIntervalSince1970)
+    }
+
+    private static func hint(_ error: BPFError) -> String {
+        error.errno == .notPermitted ? " (CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON are needed)" : ""
+    }
+
+    /// Writes `tables` into the inactive slot, attaches on new interfaces,
+    /// flips the slot and detaches from interfaces no longer configured. On
+    /// failure the filters attached here are removed and the old slot stays.
+    private func install(_ tables: EBPFTables, _ snapshot: PolicySnapshot, _ s: inout State) -> Bool {
+        guard let maps = s.maps else { return false }
+        let next = 1 - s.active
+        do {
+            let base = next * EBPFLayout.slotEntries
+            let keys = tables.entries.keys.sorted()
+            try maps.table.update(
+                keys: keys.map { UInt32(base + $0) }, values: keys.map { tables.entries[$0]! })
+        } catch {
+            logger.error("cannot write the tables", metadata: ["error": "\(error)"])
+            return false
+        }
+        var wanted: [String: Int32] = [:]
+        for name in snapshot.config.interfaces.keys.sorted() {
+            let index = Int32(bitPattern: if_nametoindex(name))
+            if index == 0 {
+                logger.warning(
+                    "interface not found; not attached (SIGHUP once it exists)",
+                    metadata: ["interface": "\(name)"])
+                continue
+            }
+            wanted[name] = index
+        }
+        // Policy numbers for the next slot; the active half stays as it is.
+        for (maps:map, names:names, slots:slotsPath) in [
+            (maps.ingress, tables.ingress, \State.ingressSlots),
+            (maps.egress, tables.egress, \State.egressSlots),
+        ] {
+            var slots = s[keyPath: slotsPath]
+            for index in Set(slots.keys).union(wanted.values) {
+                let name = wanted.first { $0.value == index }?.key
+                var v = slots[index] ?? EBPFPolicySlots()
+                v[next] = name.flatMap { names[$0] } ?? 0
+                do {
+                    try map.update(UInt32(bitPattern: index), v)
+                    slots[index] = v
+                } catch {
+                    logger.error("cannot write interface policies", metadata: ["error": "\(error)"])
+                    return false
+                }
+            }
+            s[keyPath: slotsPath] = slots
+        }
+        var added: [String: Int32] = [:]
+        for (name, index) in wanted.sorted(by: { $0.key < $1.key }) where s.attached[name] != index {
+            do {
+                let created = try TrafficControl.createClsact(ifindex: index)
+                let id = try TrafficControl.attach(maps.program, at: filter(index))
+                added[name] = index
+                logger.info(
+                    "classifier attached",
+                    metadata: [
+                        "interface": "\(name)", "ifindex": "\(index)", "prog_id": "\(id)",
+                        "clsact": "\(created ? "created" : "existing")",
+                    ])
+            } catch {
+                logger.error(
+                    "cannot attach the classifier",
+                    metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
+                for (n, i) in added { detach(n, i) }
+                return false
+            }
+        }
+        do {
+            try maps.gen.update(UInt32(0), UInt32(next))
+        } catch {
+            logger.error("cannot switch tables", metadata: ["error": "\(error)"])
+            for (n, i) in added { detach(n, i) }
+            return false
+        }
+        s.active = next
+        for (name, index) in s.attached where wanted[name] != index { detach(name, index) }
+        s.attached = wanted
+        return true
+    }
+
+    private func filter(_ ifindex: Int32) -> TrafficControl.Filter {
+        TrafficControl.Filter(
+            ifindex: ifindex, direction: .egress, handle: Self.filterHandle, priority: Self.filterPriority)
+    }
+
+    private func detach(_ name: String, _ index: Int32) {
+        do {
+            try TrafficControl.detach(filter(index))
+            logger.info("classifier detached", metadata: ["interface": "\(name)", "ifindex": "\(index)"])
+        } catch {
+            // The interface may be gone, and its filter with it.
+            logger.info("classifier not detached", metadata: ["interface": "\(name)", "error": "\(error)"])
+        }
+    }
+
+    /// Re-reads config and tables and swaps them in; a bad config, one that
+    /// changes the datapath, or a failed attach keeps the old tables.
+    /// - Returns: whether the new tables are in force.
+    @discardableResult
+    public func reload() -> Bool {
+        notifier.reloading()
+        defer { notifier.ready() }
+        let next = state.withLock { s in
+            s.generation += 1
+            return s.generation
+        }
+        let snapshot: PolicySnapshot
+        let tables: EBPFTables
+        do throws(ConfigError) {
+            snapshot = try QueueService.load(configPath, generation: next)
+            guard snapshot.config.datapath == .ebpf else {
+                throw ConfigError(
+                    file: configPath ?? "config", "datapath: nfqueue needs a restart of qosmapd")
+            }
+            tables = try EBPFTables(snapshot)
+        } catch {
+            for d in error.diagnostics {
+                logger.error(
+                    "reload failed; keeping the old tables", metadata: ["diagnostic": "\(d.description)"])
+            }
+            metrics.reloaded(success: false, at: Date().timeIntervalSince1970)
+            return false
+        }
+        let port = snapshot.config.metricsPort
+        if let endpoint = metricsEndpoint, endpoint.port != port {
+            do {
+                try endpoint.rebind(port: port)
+            } catch {
+                logger.error(
+                    "reload failed: cannot move the metrics endpoint; keeping the old tables",
+                    metadata: ["port": "\(port)", "error": "\(error)"])
+                metrics.reloaded(success: false, at: Date().timeIntervalSince1970)
+                return false
+            }
+        }
+        let ok = state.withLock { install(tables, snapshot, &$0) }
+        if ok { store.replace(snapshot) }
+        metrics.reloaded(success: ok, at: Date().timeIntervalSince1970)
+        logger.info(
+            ok ? "reloaded" : "reload failed; keeping the old tables",
+            metadata: ["generation": "\(next)", "domains": "\(snapshot.tables.domains.names)"])
+        return ok
+    }
+
+    /// Adds the per-CPU counters' growth since the last call to the
+    /// `qosmapd_packets_total` metrics (the nfqueue path's labels).
+    public func flushCounters() {
+        var counts = PacketCounts()
+        state.withLock { s in
+            guard let counters = s.maps?.counters else { return }
+            for key in 0..<EBPFLayout.counterEntries {
+                guard let values = try? counters.perCPUCounters(UInt32(key)) else { continue }
+                let sum = values.reduce(0, &+)
+                let delta = sum &- s.lastCounts[key]
+                guard delta != 0 else { continue }
+                s.lastCounts[key] = sum
+                let (cell, outcome) =
+                    key == EBPFLayout.counterEntries - 1
+                    ? (Treatment.bestEffort.cellIndex, PacketOutcome.malformed.rawValue)
+                    : (key / EBPFLayout.outcomesPerCell, key % EBPFLayout.outcomesPerCell)
+                guard outcome < PacketOutcome.caseCount else { continue }
+                counts.byTreatment[cell * PacketOutcome.caseCount + outcome] += Int(delta)
+            }
+        }
+        metrics.flush(&counts)
+    }
+
+    /// Detaches the classifier from every interface (unless `detach-on-exit: false`).
+    public func stop() {
+        let keep = !store.snapshot.config.ebpfDetachOnExit
+        state.withLock { s in
+            if keep {
+                logger.info(
+                    "classifier left attached (detach-on-exit: false); it marks with the last tables",
+                    metadata: ["interfaces": "\(s.attached.keys.sorted())"])
+            } else {
+                for (name, index) in s.attached.sorted(by: { $0.key < $1.key }) { detach(name, index) }
+                s.attached = [:]
+            }
+            s.maps = nil
+        }
+    }
+
+    /// Loads and attaches, then serves SIGHUP reloads and flushes counters
+    /// every second until graceful shutdown.
+    public func run() async throws {
+        try start()
+        notifier.ready()
+        let snapshot = store.snapshot
+        logger.info(
+            "qosmapd ready",
+            metadata: [
+                "datapath": "ebpf", "interfaces": "\(state.withLock { $0.attached.keys.sorted() })",
+                "domains": "\(snapshot.tables.domains.names)",
+            ])
+        let flusher = Task { [self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                flushCounters()
+            }
+        }
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            logger.info("SIGHUP: reloading", metadata: ["config": "\(configPath ?? "<embedded default>")"])
+            reload()
+        }
+        notifier.stopping()
+        flusher.cancel()
+        await flusher.value
+        flushCounters()
+        stop()
+        logger.info("ebpf datapath stopped")
+    }
+}
+
+/// The eBPF datapath could not start.
+public struct EBPFError: Error, CustomStringConvertible {
+    /// What failed.
+    public var description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,148 @@
+import QoSMapCore
+import QoSMapPacket
+import QoSMapTables
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The layout shared with `Bpf/qosmap.bpf.c` (its `QM_*` constants); a test
+/// compares it with the loaded object's maps.
+public enum EBPFLayout {
+    /// Distinct ingress policies (trust × inbound domain), `local` included.
+    public static let maxIngress = 16
+    /// Distinct egress policies (outbound domains).
+    public static let maxEgress = 16
+    /// Entries per (ingress, egress) pair: one per DSCP.
+    public static let entriesPerPair = 64
+    /// Entries per slot of `qm_table`.
+    public static let slotEntries = maxIngress * maxEgress * entriesPerPair
+    /// Counter slots per class × color cell (``PacketOutcome`` raw values fit).
+    public static let outcomesPerCell = 8
+    /// `qm_counters` entries: 24 cells × 8 outcomes, plus one for malformed packets.
+    public static let counterEntries = 24 * outcomesPerCell + 1
+    /// `QM_F_DSCP`, `QM_F_MARK`, `QM_F_PRIORITY`.
+    public static let flagDSCP: UInt8 = 1
+    /// Set `skb->mark`.
+    public static let flagMark: UInt8 = 2
+    /// Set `skb->priority`.
+    public static let flagPriority: UInt8 = 4
+}
+
+/// `struct qm_entry`: what a packet with one DSCP gets for one (ingress,
+/// egress) pair.
+public struct EBPFEntry: BitwiseCopyable, Equatable, Sendable {
+    /// The DSCP written (when ``flags`` has ``EBPFLayout/flagDSCP``).
+    public var dscp: UInt8
+    /// `QM_F_*`.
+    public var flags: UInt8
+    /// The class × color cell (``Treatment/cellIndex``), for the counters.
+    public var cell: UInt8
+    var pad: UInt8 = 0
+    /// The mark bits set.
+    public var markValue: UInt32
+    /// The mark bits replaced.
+    public var markMask: UInt32
+    /// The skb priority set.
+    public var priority: UInt32
+}
+
+/// `struct qm_policy`: an interface's policy number in each table slot.
+public struct EBPFPolicySlots: BitwiseCopyable, Equatable, Sendable {
+    /// Slot 0 and slot 1.
+    public var slots: (UInt32, UInt32) = (0, 0)
+    /// Creates slots (both 0: the default policy).
+    public init() {}
+    /// The value for slot `s`.
+    public subscript(_ s: Int) -> UInt32 {
+        get { s == 0 ? slots.0 : slots.1 }
+        set { if s == 0 { slots.0 = newValue } else { slots.1 = newValue } }
+    }
+    /// Equal slots.
+    public static func == (a: Self, b: Self) -> Bool { a.slots == b.slots }
+}
+
+/// A ``PolicySnapshot`` compiled for the classifier: every IP trust mode
+/// reduces to a function of the 6 DSCP bits, so each (ingress policy, egress
+/// policy) pair is 64 entries. Ingress policy 0 is the default one, used for
+/// `local` (host-originated packets, ingress ifindex 0) and every interface
+/// without settings of its own, as in the nfqueue path.
+public struct EBPFTables: Sendable, Equatable {
+    /// Ingress policy number by interface name (only names whose policy is not 0).
+    public var ingress: [String: UInt32] = [:]
+    /// Egress policy number by interface name.
+    public var egress: [String: UInt32] = [:]
+    /// Ingress policies used (at least 1).
+    public var ingressCount = 1
+    /// Egress policies used (at least 1).
+    public var egressCount = 1
+    /// `entries[(i * maxEgress + o) * 64 + dscp]` for `i < ingressCount`, `o < egressCount`
+    /// (other pairs are left as default entries).
+    public var entries: [Int: EBPFEntry] = [:]
+
+    /// Compiles `snapshot`; throws when it needs more policies than the maps hold.
+    public init(_ snapshot: PolicySnapshot) throws(ConfigError) {
+        let config = snapshot.config
+        var ins: [MarkingPolicy] = [snapshot.policy(input: nil, output: nil)]
+        var outs: [DSDomain] = [ins[0].egress]
+        for name in config.interfaces.keys.sorted() {
+            let i = snapshot.policy(input: name, output: nil)
+            let o = snapshot.policy(input: nil, output: name).egress
+            let inIndex =
+                ins.firstIndex { $0.trust == i.trust && $0.ingress.name == i.ingress.name }
+                ?? {
+                    ins.append(i)
+                    return ins.count - 1
+                }()
+            let outIndex =
+                outs.firstIndex { $0.name == o.name }
+                ?? {
+                    outs.append(o)
+                    return outs.count - 1
+                }()
+            if inIndex != 0 { ingress[name] = UInt32(inIndex) }
+            if outIndex != 0 { egress[name] = UInt32(outIndex) }
+        }
+        guard ins.count <= EBPFLayout.maxIngress, outs.count <= EBPFLayout.maxEgress else {
+            throw ConfigError(
+                file: "config",
+                "datapath ebpf: \(ins.count) ingress and \(outs.count) egress policies; allowed: at most \(EBPFLayout.maxIngress) and \(EBPFLayout.maxEgress) distinct (trust, domain) pairs and outbound domains"
+            )
+        }
+        ingressCount = ins.count
+        egressCount = outs.count
+        for (i, inPolicy) in ins.enumerated() {
+            for (o, outDomain) in outs.enumerated() {
+                let policy = MarkingPolicy(
+                    trust: inPolicy.trust, ingress: inPolicy.ingress, egress: outDomain)
+                let base = (i * EBPFLayout.maxEgress + o) * EBPFLayout.entriesPerPair
+                for dscp in 0..<64 {
+                    entries[base + dscp] = try Self.entry(UInt8(dscp), policy, config)
+                }
+            }
+        }
+    }
+
+    /// One entry, decided by the same engine as the nfqueue path: a minimal
+    /// IPv4 header with this DSCP is remarked by ``PacketMarker``.
+    static func entry(_ dscp: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig) throws(ConfigError)
+        -> EBPFEntry
+    {
+        var header: [UInt8] = [
+            0x45, dscp << 2, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+        ]
+        let result = PacketMarker.remark(&header, format: .ip, policy: policy)
+        guard result.status == .rewritten || result.status == .unchanged else {
+            throw ConfigError(file: "config", "datapath ebpf: DSCP \(dscp) cannot be classified")
+        }
+        let t = result.treatment
+        var flags: UInt8 = 0
+        if config.rewriteDSCP, !config.markOnly { flags |= EBPFLayout.flagDSCP }
+        if config.mark != nil { flags |= EBPFLayout.flagMark }
+        if config.priority { flags |= EBPFLayout.flagPriority }
+        return EBPFEntry(
+            dscp: header[1] >> 2, flags: flags, cell: UInt8(t.cellIndex),
+            markValue: config.mark?.value(for: t) ?? 0,
+            markMask: config.mark?.mask ?? 0, priority: UInt32(policy.egress.pcp(for: t).rawValue))
+    }
+}

@@ -1,0 +1,100 @@
+import BPFClassifier
+import QoSMapCore
+import QoSMapTables
+import Testing
+
+@testable import QoSMapDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private func snapshot(_ text: String) throws -> PolicySnapshot {
+    try PolicySnapshot(
+        config: DaemonConfig.parse(text, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+}
+
+@Test func datapathKeysParse() throws {
+    let c = try DaemonConfig.parse("datapath: ebpf\nebpf: {detach-on-exit: false}\n", file: "x.yaml")
+    #expect(c.datapath == .ebpf)
+    #expect(!c.ebpfDetachOnExit)
+    let d = try DaemonConfig.parse(DaemonConfig.embeddedDefault, file: "default")
+    #expect(d.datapath == .nfqueue)
+    #expect(d.ebpfDetachOnExit)
+}
+
+@Test(arguments: [
+    ("datapath: xdp\n", "x.yaml:1:11: invalid datapath 'xdp'; allowed: nfqueue, ebpf"),
+    ("ebpf: {detach: no}\n", "x.yaml:1:8: unknown key 'detach' in ebpf; allowed: detach-on-exit"),
+])
+func datapathErrorsArePositioned(text: String, message: String) {
+    do {
+        _ = try DaemonConfig.parse(text, file: "x.yaml")
+        Issue.record("accepted: \(text)")
+    } catch {
+        #expect(error.description == message)
+    }
+}
+
+/// Trust dscp with `default` both ways: each entry is the table's own answer.
+@Test func tablesFollowTheDomain() throws {
+    let s = try snapshot("datapath: ebpf\nactions: {mark: {mask: 0xff00}, priority: true}\n")
+    let t = try EBPFTables(s)
+    let domain = try #require(s.tables.domains["default"])
+    #expect(t.ingressCount == 1 && t.egressCount == 1)
+    #expect(t.entries.count == 64)
+    for dscp in 0..<64 {
+        let treatment = domain.classify(dscp: DSCP(truncating: UInt8(dscp)))
+        let e = try #require(t.entries[dscp])
+        #expect(e.dscp == domain.dscp(for: treatment).rawValue)
+        #expect(e.cell == UInt8(treatment.cellIndex))
+        #expect(e.flags == EBPFLayout.flagDSCP | EBPFLayout.flagMark | EBPFLayout.flagPriority)
+        #expect(e.markMask == 0xff00)
+        #expect(e.markValue == (try MarkEncoding(mask: 0xff00)).value(for: treatment))
+        #expect(e.priority == UInt32(domain.pcp(for: treatment).rawValue))
+    }
+}
+
+/// Interfaces with their own trust get their own ingress policy; trust none
+/// gives every DSCP the best-effort value.
+@Test func interfacesGetPolicyNumbers() throws {
+    let s = try snapshot(
+        """
+        datapath: ebpf
+        interfaces:
+          a: {trust: none}
+          b: {trust: dscp}
+          c: {trust: none}
+        """)
+    let t = try EBPFTables(s)
+    #expect(t.ingressCount == 2)
+    #expect(t.ingress["a"] == 1 && t.ingress["c"] == 1 && t.ingress["b"] == nil)
+    let domain = try #require(s.tables.domains["default"])
+    let be = domain.dscp(for: Treatment.bestEffort).rawValue
+    let base = (1 * EBPFLayout.maxEgress + 0) * 64
+    for dscp in 0..<64 {
+        #expect(t.entries[base + dscp]?.dscp == be)
+        #expect(t.entries[base + dscp]?.cell == UInt8(Treatment.bestEffort.cellIndex))
+    }
+    #expect(t.entries.count == 2 * 64)
+}
+
+/// The embedded object loads and its maps have the sizes the daemon writes.
+@Test(.enabled(if: getuid() == 0, "loading BPF needs CAP_BPF"))
+func embeddedObjectMatchesTheLayout() throws {
+    let maps = try EBPFDatapath.loadObject()
+    #expect(maps.table.maxEntries == 2 * EBPFLayout.slotEntries)
+    #expect(maps.table.valueSize == MemoryLayout<EBPFEntry>.size)
+    #expect(maps.ingress.valueSize == MemoryLayout<EBPFPolicySlots>.size)
+    #expect(maps.egress.valueSize == MemoryLayout<EBPFPolicySlots>.size)
+    #expect(maps.counters.maxEntries == EBPFLayout.counterEntries)
+    #expect(maps.counters.isPerCPU)
+    #expect(maps.gen.maxEntries == 1)
+    #expect(PacketOutcome.caseCount <= EBPFLayout.outcomesPerCell)
+    #expect(PacketOutcome.rewritten.rawValue == 0 && PacketOutcome.unchanged.rawValue == 1)
+    // A write and a read back through the wrapper.
+    let e = EBPFEntry(dscp: 46, flags: 1, cell: 3, markValue: 7, markMask: 0xff, priority: 5)
+    try maps.table.update(keys: [UInt32(5)], values: [e])
+    #expect(try maps.table.lookup(UInt32(5), as: EBPFEntry.self) == e)
+    #expect(try maps.counters.perCPUCounters(0).count == BPFMap.possibleCPUs)
+}
