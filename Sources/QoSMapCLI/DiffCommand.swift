@@ -9,11 +9,17 @@ extension QoSMapCommand {
             commandName: "diff",
             abstract: "Show the cells where two domains differ (exit 0 equal, 1 different).",
             discussion: """
-                A and B are domain names (built in, /etc/qosmap/domains.d/ or --tables DIR) or table \
-                files (*.yaml, or any path with a '/'), each loaded on its own, so two versions of one \
-                domain can be compared: qosmap diff old/core.yaml new/core.yaml
-                Each line is one cell: 'inbound FIELD VALUE: A -> B' or 'outbound FIELD CLASS/COLOR: A -> B', \
-                followed by the file:line of B's cell. Exit status: 0 equal, 1 different, 64 usage, 65 bad data.
+                A and B are domain names (built in, /etc/qosmap/domains.d/ or
+                --tables DIR) or table files (*.yaml, or any path with a '/'),
+                each loaded on its own, so two versions of one domain compare.
+                Each line is one cell: 'inbound FIELD VALUE: A -> B' or
+                'outbound FIELD CLASS/COLOR: A -> B', then the file:line of B's
+                cell. Exit status: 0 equal, 1 different, 64 usage, 65 bad data.
+
+                Examples:
+                  qosmap diff default 5p3d
+                  qosmap diff old/core.yaml new/core.yaml --field exp
+                  qosmap diff default edge --tables /etc/qosmap/site --json
                 """)
 
         @Argument(help: "The first domain: a name or a table file.")

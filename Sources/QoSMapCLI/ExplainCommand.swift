@@ -71,10 +71,15 @@ extension QoSMapCommand {
                 it, then the fields it writes and the domain that writes them (IN-DOMAIN defaults to \
                 default, OUT-DOMAIN to IN-DOMAIN, no ':' writes nothing). A PE that trusts DSCP in edge \
                 and writes EXP and 802.1p in core, then a P router that trusts EXP in core and writes DSCP \
-                in default:
-                  qosmap explain EF --tables t --hop PE=dscp@edge:exp,8021p@core --hop P=exp@core:dscp@default
-                VALUE is a value of the first hop's trusted field (DSCP takes PHB names). --all traces \
-                every value and reports merges, lost colors, bleaching and class changes. Exit 0.
+                in default, is the first example below. VALUE is a value of the first hop's trusted \
+                field (DSCP takes PHB names). --all traces every value and reports merges, lost \
+                colors, bleaching and class changes. Exit 0.
+
+                Examples:
+                  qosmap explain EF --hop PE=dscp@edge:exp,8021p@core \\
+                      --hop P=exp@core:dscp@default --tables t
+                  qosmap explain --all --hop dscp:8021p@5p3d
+                  qosmap explain 46 --config qosmapd.yaml --ingress eth0 --egress eth1
                 """)
 
         @Argument(help: "A value of the first hop's trusted field (omit with --all).")

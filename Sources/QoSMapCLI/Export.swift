@@ -18,7 +18,12 @@ extension QoSMapCommand {
                 ip dscp and ip6 dscp verdict maps go to one chain per distinct action (DSCP, mark, \
                 priority); interfaces the config does not name get its defaults. The table carries \
                 the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
-                one transaction. Load with: qosmap export nft | nft -f -
+                one transaction.
+
+                Examples:
+                  qosmap export nft | nft -f -
+                  qosmap export nft --domain 5p3d --mask 0x3f00 --priority mangle
+                  qosmap export nft --config qosmapd.yaml --priority filter+10 | nft -f -
                 """)
 
         @Argument(help: "The format: nft.")
@@ -27,7 +32,9 @@ extension QoSMapCommand {
         @Option(name: .long, help: "The outbound DS domain whose DSCP values are written (mark-only mode).")
         var domain: String?
 
-        @Option(name: .long, help: "The mark mask qosmapd uses (actions.mark.mask; mark-only mode).")
+        @Option(
+            name: .long,
+            help: "The mark mask qosmapd uses (actions.mark.mask; mark-only mode), e.g. 0x3f or 0xfc00.")
         var mask: String?
 
         @Option(
@@ -42,14 +49,24 @@ extension QoSMapCommand {
             help: "The nftables table name (family inet): qosmap, or qosmap followed by letters, digits, _.")
         var table: String = "qosmap"
 
-        @Option(name: .long, help: "The chain priority (postrouting without --config, forward with it).")
-        var priority: Int = -150
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The chain priority (postrouting without --config, forward with it): \(ChainPriority.allowed).",
+                valueName: "priority"))
+        var priority: String = "-150"
+
+        /// `--priority` as a number (checked in `validate()`).
+        var chainPriority: Int { ChainPriority(argument: priority)?.value ?? -150 }
 
         @OptionGroup var tableOptions: TableOptions
 
         func validate() throws {
             guard format == "nft" else { throw ValidationError("invalid format '\(format)'; allowed: nft") }
             if let problem = NFTIdentifier.problem(table) { throw ValidationError(problem) }
+            guard ChainPriority(argument: priority) != nil else {
+                throw ValidationError("invalid --priority '\(priority)'; allowed: \(ChainPriority.allowed)")
+            }
             if config != nil, domain != nil || mask != nil {
                 throw ValidationError(
                     "--\(domain != nil ? "domain" : "mask") does not apply with --config; allowed: the config's domains and actions.mark"
@@ -71,7 +88,7 @@ extension QoSMapCommand {
             }
             let set = try tableOptions.load()
             let d = try resolveDomain(domain ?? "default", in: set)
-            return Self.nftRules(domain: d, encoding: encoding, table: table, priority: priority)
+            return Self.nftRules(domain: d, encoding: encoding, table: table, priority: chainPriority)
         }
 
         func exportConfig(_ path: String) throws -> String {
@@ -79,7 +96,7 @@ extension QoSMapCommand {
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
                 systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)
-            return NFTRuleset(policies: policies, table: table, priority: priority, source: path).text
+            return NFTRuleset(policies: policies, table: table, priority: chainPriority, source: path).text
         }
 
         static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }

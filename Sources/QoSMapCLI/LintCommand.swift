@@ -13,6 +13,10 @@ extension QoSMapCommand {
                 \(DomainLint.rules.map { "\($0.id) (\($0.reference)): \($0.summary)" }.joined(separator: "; ")). \
                 A finding that the reference's default domain shares is marked '(reference choice)' and \
                 does not fail the lint. D is a domain name or a table file.
+
+                Examples:
+                  qosmap lint default
+                  qosmap lint /etc/qosmap/domains.d/edge.yaml --json
                 """)
 
         @Argument(help: "The domain: a name or a table file.")

@@ -9,6 +9,17 @@ extension QoSMapCommand {
             commandName: "profile",
             abstract:
                 "List and show standards profiles (RFC 4594, RFC 5127, 3GPP QCI/5QI, IEEE 802.1, MEF, Y.1541).",
+            discussion: """
+                A profile is a standard's recommendation table, shipped as data in
+                Tables/profiles/ with its source and where it departs from the
+                reference. A column marked † is qosmap's own choice, not the
+                standard's. 'qosmap lookup qci|5qi|app|service' applies one.
+
+                Examples:
+                  qosmap profile list
+                  qosmap profile show rfc4594
+                  qosmap profile show 3gpp-5qi --json
+                """,
             subcommands: [List.self, Show.self])
 
         /// `qosmap profile list`.
@@ -57,7 +68,7 @@ extension QoSMapCommand {
                 let set = try tableOptions.load(profiles: true)
                 let p = try resolveProfile(name, in: set)
                 if output.json {
-                    print(jsonText(p.rows.map { ProfileRowJSON($0, in: p) }))
+                    print(jsonText(ProfileJSON(p)))
                     return
                 }
                 var lines = ["profile \(p.name): \(p.title)", "source: \(p.source)"]
@@ -185,5 +196,23 @@ struct ProfileValueJSON: Encodable {
             var c = encoder.unkeyedContainer()
             for item in items { try c.encode(ProfileValueJSON(value: item)) }
         }
+    }
+}
+
+/// `profile show --json`: the profile's name, title, source and deviations
+/// (what the text prints above the table), then its rows.
+struct ProfileJSON: Encodable {
+    var profile: String
+    var title: String
+    var source: String
+    var deviations: [String]
+    var rows: [ProfileRowJSON]
+
+    init(_ p: Profile) {
+        profile = p.name
+        title = p.title
+        source = p.source
+        deviations = p.deviations
+        rows = p.rows.map { ProfileRowJSON($0, in: p) }
     }
 }

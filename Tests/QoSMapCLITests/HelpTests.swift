@@ -13,7 +13,10 @@ struct HelpTests {
 
     /// The commands whose help this issue rewrote (export and profile belong to
     /// other work).
-    @Test(arguments: [[], ["lookup"], ["show"], ["domains"], ["validate"], ["remark"], ["names"]])
+    @Test(arguments: [
+        [], ["lookup"], ["show"], ["domains"], ["validate"], ["remark"], ["names"], ["export"], ["profile"],
+        ["explain"], ["diff"], ["lint"],
+    ])
     func item17_helpHasExamplesLaidOutAsWritten(command: [String]) throws {
         let text = try help(command)
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)

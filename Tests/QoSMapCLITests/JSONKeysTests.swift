@@ -35,10 +35,28 @@ struct JSONKeysTests {
 @Test func item11_profileColumnsHaveOneType() throws {
     let result = try qosmap(["profile", "show", "mef-23.1", "--json"])
     #expect(result.status == 0)
-    let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [[String: Any]])
+    let object = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any])
+    let rows = try #require(object["rows"] as? [[String: Any]])
     for key in ["pcpGreen", "dscpGreen"] {
         let cells = rows.compactMap { $0[key] }
         #expect(!cells.isEmpty)
         #expect(cells.allSatisfy { $0 is [Any] }, "\(key): \(cells)")
     }
 }
+
+/// Issue 13 item 11: `profile show --json` carries what the text prints above
+/// the table: the source and every deviation line.
+@Test func item11_profileShowJSONCarriesSourceAndDeviations() throws {
+    let json = try qosmap(["profile", "show", "rfc5127", "--json"])
+    let text = try qosmap(["profile", "show", "rfc5127"])
+    #expect(json.status == 0 && text.status == 0)
+    let object = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+    #expect(object["profile"] as? String == "rfc5127")
+    let source = try #require(object["source"] as? String)
+    #expect(text.out.contains("source: \(source)"))
+    let deviations = try #require(object["deviations"] as? [String])
+    #expect(!deviations.isEmpty)
+    for d in deviations { #expect(text.out.contains("deviation: \(d)"), "\(d)") }
+    #expect((object["rows"] as? [Any])?.isEmpty == false)
+}
+

@@ -33,3 +33,27 @@ struct NegativeNumberTests {
         #expect(QoSMapCommand.negativeNumbersAsValues(args) == repaired)
     }
 }
+
+/// Issue 13 item 8: nft's named priorities, offsets, and nft's range.
+@Suite struct ChainPriorityTests {
+    @Test(arguments: [
+        ("mangle", "priority -150;"), ("filter", "priority 0;"), ("raw", "priority -300;"),
+        ("security", "priority 50;"), ("filter+10", "priority 10;"), ("mangle - 5", "priority -155;"),
+        ("-2147483648", "priority -2147483648;"), ("2147483647", "priority 2147483647;"),
+    ])
+    func item8_namedAndNumericPriorities(value: String, line: String) {
+        let r = qosmapInProcess(["export", "nft", "--priority", value, "--no-system-tables"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains(line), "\(r.out.prefix(300))")
+    }
+
+    @Test(arguments: ["99999999999", "2147483648", "-2147483649", "mangel", "filter+", "filter*2"])
+    func item8_badPrioritiesAreNamed(value: String) {
+        let r = qosmapInProcess(["export", "nft", "--priority=\(value)", "--no-system-tables"])
+        #expect(r.status == 64)
+        #expect(
+            r.err.hasPrefix("qosmap: error: invalid --priority '\(value)'; allowed: a number from -2147483648"),
+            "\(r.err)")
+        #expect(r.err.contains("mangle (-150)"))
+    }
+}

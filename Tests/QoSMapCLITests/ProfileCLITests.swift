@@ -40,8 +40,7 @@ struct ProfileCLITests {
     }
 
     @Test func profileShowJSON() throws {
-        let r = try Self.run(["profile", "show", "3gpp-qci", "--json"])
-        let rows = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]])
+        let rows = try Self.rows(["profile", "show", "3gpp-qci"])
         #expect(rows.first?["name"] as? String == "QCI 1")
         #expect(rows.first?["qci"] as? Int == 1)
         #expect(rows.first?["priority"] as? Int == 2)
@@ -57,7 +56,8 @@ struct ProfileCLITests {
     static func rows(_ args: [String]) throws -> [[String: Any]] {
         let r = try run(args + ["--json"])
         #expect(r.status == 0, "\(r.err)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])
+        return try #require(object["rows"] as? [[String: Any]])
     }
 
     // Issue 14: the release per 5QI row and the derived marks in JSON.
