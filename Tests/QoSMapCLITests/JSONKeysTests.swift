@@ -59,4 +59,3 @@ struct JSONKeysTests {
     for d in deviations { #expect(text.out.contains("deviation: \(d)"), "\(d)") }
     #expect((object["rows"] as? [Any])?.isEmpty == false)
 }
-

@@ -52,7 +52,8 @@ struct NegativeNumberTests {
         let r = qosmapInProcess(["export", "nft", "--priority=\(value)", "--no-system-tables"])
         #expect(r.status == 64)
         #expect(
-            r.err.hasPrefix("qosmap: error: invalid --priority '\(value)'; allowed: a number from -2147483648"),
+            r.err.hasPrefix(
+                "qosmap: error: invalid --priority '\(value)'; allowed: a number from -2147483648"),
             "\(r.err)")
         #expect(r.err.contains("mangle (-150)"))
     }
