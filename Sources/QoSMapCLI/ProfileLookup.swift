@@ -109,15 +109,10 @@ extension QoSMapCommand.Lookup {
         let marks = OutboundMarks(domain: d, treatment: t)
         if output.json {
             var json = ProfileLookupJSON(
-                profile: p.name, field: q.kind, value: q.value, row: row.name,
-                recommendation: ProfileRowJSON(row, in: p), domain: d.name)
+                p, query: q, row: row, marking: marking, application: matchedApplication, domain: d,
+                treatment: t, marks: marks)
             json.dscp = Int(dscp.rawValue)
-            json.application = matchedApplication
-            json.via = marking.name == row.name ? nil : marking.name
             json.alternatives = others.isEmpty ? nil : others.map { Int($0.rawValue) }
-            json.serviceClass = t.serviceClass.name
-            json.color = t.color.name
-            json.outbound = marks.dictionary
             print(jsonText(json))
             return
         }
@@ -156,14 +151,9 @@ extension QoSMapCommand.Lookup {
         let marks = OutboundMarks(domain: d, treatment: t)
         if output.json {
             var json = ProfileLookupJSON(
-                profile: p.name, field: q.kind, value: q.value, row: row.name,
-                recommendation: ProfileRowJSON(row, in: p), domain: d.name)
+                p, query: q, row: row, marking: marking, application: application, domain: d,
+                treatment: t, marks: marks)
             json.pcp = Int(pcp.rawValue)
-            json.application = application
-            json.via = marking.name == row.name ? nil : marking.name
-            json.serviceClass = t.serviceClass.name
-            json.color = t.color.name
-            json.outbound = marks.dictionary
             print(jsonText(json))
             return
         }
@@ -208,6 +198,24 @@ struct ProfileLookupJSON: Encodable {
     var serviceClass: String?
     var color: String?
     var outbound: [String: Int]?
+}
+
+extension ProfileLookupJSON {
+    /// A lookup that found a marking and mapped it through domain `d`: every
+    /// field but the recommended value itself (`dscp` or `pcp`).
+    init(
+        _ p: Profile, query q: ProfileQuery, row: ProfileRow, marking: ProfileRow, application: String?,
+        domain d: DSDomain, treatment t: Treatment, marks: OutboundMarks
+    ) {
+        self.init(
+            profile: p.name, field: q.kind, value: q.value, row: row.name,
+            recommendation: ProfileRowJSON(row, in: p), domain: d.name)
+        self.application = application
+        via = marking.name == row.name ? nil : marking.name
+        serviceClass = t.serviceClass.name
+        color = t.color.name
+        outbound = marks.dictionary
+    }
 }
 
 extension Profile {
