@@ -37,6 +37,9 @@ let package = Package(
             plugins: ["EmbedTables"]),
         .executableTarget(name: "qosmap-embed-tables", dependencies: ["QoSMapCore", "QoSMapTableFormat"]),
         .plugin(name: "EmbedTables", capability: .buildTool(), dependencies: ["qosmap-embed-tables"]),
+        // Layer 1: device configuration formats (SONiC, Junos, IOS-XR, Linux):
+        // domains to text and back; pure Swift with Foundation's JSON.
+        .target(name: "QoSMapDevices", dependencies: ["QoSMapCore", "QoSMapTableFormat"]),
 
         // Layer 2: pure-Swift packet parser and in-place remarker.
         .target(name: "QoSMapPacket", dependencies: ["QoSMapCore"]),
@@ -67,7 +70,7 @@ let package = Package(
         .target(
             name: "QoSMapCLI",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture",
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDevices",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // Yams: the nodes YAMLContext walks, to read a qosmapd config for
                 // `export nft --config` (QoSMapDaemon links libmnl, which has no
@@ -111,6 +114,9 @@ let package = Package(
 
         .testTarget(name: "QoSMapCoreTests", dependencies: ["QoSMapCore"]),
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),
+        .testTarget(
+            name: "QoSMapDevicesTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapDevices"],
+            exclude: ["Data"]),
         .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
         .testTarget(
             name: "NFQueueTests", dependencies: ["NFQueue", .product(name: "SystemPackage", package: "swift-system")]),

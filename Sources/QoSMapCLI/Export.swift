@@ -1,5 +1,6 @@
 import ArgumentParser
 import QoSMapCore
+import QoSMapDevices
 import QoSMapTables
 
 extension QoSMapCommand {
@@ -8,7 +9,7 @@ extension QoSMapCommand {
         static let configuration = CommandConfiguration(
             commandName: "export",
             abstract:
-                "Print an nftables ruleset: DSCP from qosmapd's mark, or a whole qosmapd config in the kernel.",
+                "Print an nftables ruleset, or a SONiC, Junos, IOS-XR or Linux configuration of the same policy.",
             discussion: """
                 Without --config (mark-only mode): the mark carries class and color (bit 5 set, class in \
                 bits 4-2, color in bits 1-0, at the mask's lowest bit); a verdict map on it jumps to one \
@@ -20,14 +21,26 @@ extension QoSMapCommand {
                 the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
                 one transaction.
 
+                Device formats (sonic: config_db JSON; junos: set class-of-service lines; iosxr: MQC; \
+                linux: ip link egress-qos-map and dcb app commands) write --domain (default: default), \
+                or with --config every domain the qosmapd config uses and its interface bindings. \
+                What a format cannot hold is listed on standard error (--strict: exit 65 instead).
+
                 Examples:
                   qosmap export nft | nft -f -
                   qosmap export nft --domain 5p3d --mask 0x3f00 --priority mangle
                   qosmap export nft --config qosmapd.yaml --priority filter+10 | nft -f -
+                  qosmap export sonic --domain 5p3d > qos.json
+                  qosmap export junos --config qosmapd.yaml
                 """)
 
-        @Argument(help: "The format: nft.")
+        @Argument(help: "The format: nft, \(DeviceFormat.allowedNames).")
         var format: String
+
+        @Flag(
+            name: .long,
+            help: "Device formats: fail (exit 65) instead of warning when the format cannot hold every cell.")
+        var strict = false
 
         @Option(name: .long, help: "The outbound DS domain whose DSCP values are written (mark-only mode).")
         var domain: String?
@@ -62,7 +75,21 @@ extension QoSMapCommand {
         @OptionGroup var tableOptions: TableOptions
 
         func validate() throws {
-            guard format == "nft" else { throw ValidationError("invalid format '\(format)'; allowed: nft") }
+            if DeviceFormat(argument: format) != nil {
+                if mask != nil {
+                    throw ValidationError(
+                        "--mask applies to nft only; allowed with \(format): --domain, --config, --strict")
+                }
+                return
+            }
+            guard format == "nft" else {
+                throw ValidationError(
+                    "invalid format '\(format)'; allowed: nft, \(DeviceFormat.allowedNames)")
+            }
+            if strict {
+                throw ValidationError(
+                    "--strict applies to device formats only; allowed: \(DeviceFormat.allowedNames)")
+            }
             if let problem = NFTIdentifier.problem(table) { throw ValidationError(problem) }
             guard ChainPriority(argument: priority) != nil else {
                 throw ValidationError("invalid --priority '\(priority)'; allowed: \(ChainPriority.allowed)")
@@ -75,6 +102,7 @@ extension QoSMapCommand {
         }
 
         func standardOutput() throws -> String {
+            if let device = DeviceFormat(argument: format) { return try deviceExport(device) }
             if let config { return try exportConfig(config) }
             let maskText = mask ?? "0x3f"
             guard let m = parseInteger(Substring(maskText)), let m32 = UInt32(exactly: m) else {
