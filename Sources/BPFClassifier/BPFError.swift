@@ -32,6 +32,8 @@ public struct BPFError: Error, Hashable, Sendable, CustomStringConvertible {
         case detach = "bpf_tc_detach"
         /// `bpf_tc_query`.
         case query = "bpf_tc_query"
+        /// `bpf_prog_test_run_opts` (`BPF_PROG_TEST_RUN`).
+        case testRun = "bpf_prog_test_run_opts"
         /// A map's key or value size differs from the Swift type's.
         case size = "size check"
     }

@@ -38,6 +38,8 @@ public final class EBPFDatapath: Service, Sendable {
         let object: BPFObject
         let program: BPFProgram
         let gen, ingress, egress, table, counters: BPFMap
+        /// Policies of interfaces whose ifindex is at least ``EBPFLayout/ifindexArray``.
+        let ingressHash, egressHash: BPFMap
     }
 
     struct State: Sendable {
@@ -74,7 +76,9 @@ public final class EBPFDatapath: Service, Sendable {
             object: object, program: try object.program(named: programName),
             gen: try object.map(named: "qm_gen"), ingress: try object.map(named: "qm_ingress"),
             egress: try object.map(named: "qm_egress"), table: try object.map(named: "qm_table"),
-            counters: try object.map(named: "qm_counters"))
+            counters: try object.map(named: "qm_counters"),
+            ingressHash: try object.map(named: "qm_ingress_hash"),
+            egressHash: try object.map(named: "qm_egress_hash"))
     }
 
     /// Loads the classifier, writes the tables into slot 0 and attaches it
@@ -138,15 +142,17 @@ public final class EBPFDatapath: Service, Sendable {
             wanted[name] = index
         }
         // Policy numbers for the next slot; the active half stays as it is.
-        for (maps:map, names:names, slots:slotsPath) in [
-            (maps.ingress, tables.ingress, \State.ingressSlots),
-            (maps.egress, tables.egress, \State.egressSlots),
+        for (maps:(array, hash), names:names, slots:slotsPath) in [
+            ((maps.ingress, maps.ingressHash), tables.ingress, \State.ingressSlots),
+            ((maps.egress, maps.egressHash), tables.egress, \State.egressSlots),
         ] {
             var slots = s[keyPath: slotsPath]
             for index in Set(slots.keys).union(wanted.values) {
                 let name = wanted.first { $0.value == index }?.key
                 var v = slots[index] ?? EBPFPolicySlots()
                 v[next] = name.flatMap { names[$0] } ?? 0
+                // Small ifindexes go in the array the classifier reads without a hash lookup.
+                let map = UInt32(bitPattern: index) < EBPFLayout.ifindexArray ? array : hash
                 do {
                     try map.update(UInt32(bitPattern: index), v)
                     slots[index] = v

@@ -9,6 +9,9 @@ import QoSMapTables
 /// The layout shared with `Bpf/qosmap.bpf.c` (its `QM_*` constants); a test
 /// compares it with the loaded object's maps.
 public enum EBPFLayout {
+    /// `QM_IFINDEX_ARRAY`: interfaces below this ifindex have their policies in
+    /// the `qm_ingress`/`qm_egress` arrays, the others in the `_hash` maps.
+    public static let ifindexArray: UInt32 = 4096
     /// Distinct ingress policies (trust × inbound domain), `local` included.
     public static let maxIngress = 16
     /// Distinct egress policies (outbound domains).
