@@ -136,6 +136,50 @@ struct ProfileStandardsCheckTests {
         #expect(try Self.fileText("profiles/y1541.yaml").contains("RFC 5976"))
     }
 
+    // RFC 5976 section 2.1 summarizes all eight classes: "Mean delay <= 100
+    // ms, delay variation <= 50 ms, and loss ratio <= 10^-3" (class 0), ...,
+    // "Mean delay <= 400 ms, delay variation <= 50 ms, and loss ratio <=
+    // 10^-5" (class 7). nil: the RFC says "unspecified".
+    @Test(
+        arguments: [
+            (0, 100, 50, 1e-3), (1, 400, 50, 1e-3), (2, 100, nil, 1e-3), (3, 400, nil, 1e-3),
+            (4, 1000, nil, 1e-3), (5, nil, nil, nil), (6, 100, 50, 1e-5), (7, 400, 50, 1e-5),
+        ] as [(Int, Int?, Int?, Double?)])
+    func y1541MatchesRFC5976(qosClass: Int, iptd: Int?, ipdv: Int?, iplr: Double?) throws {
+        let row = try #require(try Self.profile("y1541").row(where: "qosClass", is: qosClass))
+        #expect(row["iptdMs"]?.integer == iptd)
+        #expect(row["ipdvMs"]?.integer == ipdv)
+        #expect(row["iplr"]?.rate == iplr)
+        let text = try Self.fileText("profiles/y1541.yaml")
+        #expect(text.contains("https://www.rfc-editor.org/rfc/rfc5976#section-2.1"))
+        #expect(
+            text.contains("khamidou/rfc-czar rfc5976.html (commit 8383012b4055b3ce1259610454ea46d073bfb5ae)"))
+    }
+
+    // RFC 5976 section 2.1: classes 6 and 7 serve "television transport,
+    // high-capacity TCP transfers, and ... (TDM) circuit emulation".
+    @Test(arguments: [6, 7])
+    func y1541ProvisionalApplications(qosClass: Int) throws {
+        let row = try #require(try Self.profile("y1541").row(where: "qosClass", is: qosClass))
+        #expect(row.applications.count == 1)
+        for use in ["television transport", "high-capacity TCP transfers", "TDM circuit emulation"] {
+            #expect(row.applications.first?.contains(use) == true, "\(use)")
+        }
+    }
+
+    // What stays unverified in y1541.yaml is only the IPER of classes 6-7
+    // (RFC 5976 gives no IPER) and which two classes are provisional.
+    @Test func y1541OnlyIPERAndProvisionalityRemainUnverified() throws {
+        let text = try Self.fileText("profiles/y1541.yaml")
+        let marks = text.split(separator: "\n").filter { $0.contains("UNVERIFIED") }
+        #expect(marks.count == 2)
+        for line in marks {
+            #expect(line.contains("IPER"), "\(line)")
+        }
+        #expect(text.contains("that the provisional pair is 6 and 7 (NISP does not name them)"))
+        #expect(text.contains("stavnstrup/nisp-yaml standard/itu-t-y.1541.md"))
+    }
+
     @Test(arguments: 0...5)
     func y1541ClassesZeroToFiveAreNotProvisional(qosClass: Int) throws {
         let row = try #require(try Self.profile("y1541").row(where: "qosClass", is: qosClass))
@@ -233,11 +277,67 @@ struct ProfileStandardsCheckTests {
         #expect(!rfc5127.contains("EXP values and aggregate tolerances below are from memory"))
     }
 
+    // RFC 8325: every row's UP, cross-checked against two implementations of
+    // section 4 (MediaTek's qosMapSetInit, Linux cfg80211_classify8021d), and
+    // its access category from IEEE 802.11's UP-to-AC table.
+    @Test(
+        arguments: [
+            (56, 7, "AC_VO"), (48, 7, "AC_VO"), (46, 6, "AC_VO"), (44, 6, "AC_VO"), (40, 5, "AC_VI"),
+            (34, 4, "AC_VI"), (36, 4, "AC_VI"), (38, 4, "AC_VI"), (32, 4, "AC_VI"), (26, 4, "AC_VI"),
+            (28, 4, "AC_VI"), (30, 4, "AC_VI"), (24, 4, "AC_VI"), (18, 3, "AC_BE"), (20, 3, "AC_BE"),
+            (22, 3, "AC_BE"), (16, 0, "AC_BE"), (10, 0, "AC_BE"), (12, 0, "AC_BE"), (14, 0, "AC_BE"),
+            (0, 0, "AC_BE"), (8, 1, "AC_BK"), (1, 1, "AC_BK"),
+        ] as [(Int, Int, String)])
+    func rfc8325EveryRow(dscp: Int, up: Int, ac: String) throws {
+        let row = try #require(try Self.profile("rfc8325").row(where: "dscp", is: dscp), "DSCP \(dscp)")
+        #expect(row["up"]?.integer == up)
+        #expect(row["accessCategory"]?.text == ac)
+    }
+
+    @Test func rfc8325CitesItsCrossChecks() throws {
+        let p = try Self.profile("rfc8325")
+        #expect(p.rows.count == 23)
+        let text = try Self.fileText("profiles/rfc8325.yaml")
+        #expect(!text.contains("UNVERIFIED"))
+        #expect(text.contains("mgmt/qosmap.c, commit 03290963a4f1025b88ff5058016112e75edbfec1"))
+        #expect(text.contains("wifi: cfg80211: Update the default DSCP-to-UP mapping"))
+        #expect(text.contains("\"802.11-2007 table\n# 9-1\""))
+    }
+
+    // IEEE 802.1Q Table I-2 as copied by Zephyr and Linux: traffic type ->
+    // priority, acronym and (for voice and video) delay wording.
+    @Test(
+        arguments: [
+            ("Background", "BK", 1), ("Best Effort", "BE", 0), ("Excellent Effort", "EE", 2),
+            ("Critical Applications", "CA", 3), ("Video", "VI", 4), ("Voice", "VO", 5),
+            ("Internetwork Control", "IC", 6), ("Network Control", "NC", 7),
+        ] as [(String, String, Int)])
+    func ieee8021TableI2(name: String, acronym: String, pcp: Int) throws {
+        let row = try #require(try Self.profile("ieee-8021").rows(named: name).first, "\(name)")
+        #expect(row["pcp"]?.integer == pcp)
+        #expect(row.aliases.contains(acronym))
+    }
+
+    @Test func ieee8021DelayWordingAndCitations() throws {
+        let p = try Self.profile("ieee-8021")
+        #expect(
+            p.rows(named: "Voice").first?["trafficCharacteristics"]?.text
+                == "Voice, < 10 ms latency and jitter")
+        #expect(
+            p.rows(named: "Video").first?["trafficCharacteristics"]?.text
+                == "Video, < 100 ms latency and jitter")
+        let text = try Self.fileText("profiles/ieee-8021.yaml")
+        #expect(!text.contains("UNVERIFIED"))
+        #expect(text.contains("subsys/net/ip/net_tc_mapping.h"))
+        #expect(text.contains("include/net/ieee8021q.h"))
+    }
+
     // 10. MEF 23.1 and IR.34: the search for a source is recorded.
     @Test(arguments: ["profiles/mef-23.1.yaml", "profiles/gsma-ir34.yaml"])
     func searchForASourceIsRecorded(path: String) throws {
         let text = try Self.fileText(path)
         #expect(text.contains("Searched\n# for a source beyond the reference (issue 14)"))
+        #expect(text.contains("A second"))
     }
 }
 
