@@ -26,6 +26,9 @@ import Testing
 //        match mpls experimental topmost; classification based on DEI):
 //        http://www.cisco.com/c/en/us/td/docs/routers/asr9000/software/asr9k_r5-1/qos/configuration/guide/b_qos_cg51xasr/b_qos_cg51xasr_chapter_0101.html
 //        https://www.easymanua.ls/cisco/asr-9000-series/manual/47144?p=35
+// [DEI]  NCS 5500/540 Modular QoS Command Reference, set dei (value 0 or 1, policy
+//        map class configuration, Release 6.1.2):
+//        https://manualshive.com/ru/manual/cisco/ncs-540-series/2608868?page=36
 // [R37]  Cisco IOS XR Modular QoS Command Reference 3.7 (index: match cos, set cos,
 //        set dscp, set mpls experimental, service-policy (interface)):
 //        http://www.cisco.com/en/US/docs/ios_xr_sw/iosxr_r3.7/qos/command/reference/qr37qos.html
@@ -110,18 +113,17 @@ struct XRConfig {
         }
         // Statement shapes inside a class-map: the statement and its largest value.
         // [CRS] match dscp p.44, [ASR] match precedence / cos, [CRS] topmost p.54,
-        // [CRS] match qos-group p.62, [CRS] match discard-class p.47, [NCSCG] match dei.
+        // [CRS] match qos-group p.62, [CRS] match discard-class p.47, [NCSCG] match dei (CoS, DEI).
         let matchShapes: [(String, Int)] = [
             ("match dscp", 63), ("match precedence", 7), ("match cos", 7), ("match dei", 1),
             ("match mpls experimental topmost", 7), ("match qos-group", 7), ("match discard-class", 7),
         ]
         // Inside a policy-map class: [CRS] set qos-group p.108, set discard-class p.106,
-        // [R37] set dscp, set cos, [CRS] set mpls experimental imposition p.110, [ASR] set dei.
+        // [R37] set dscp, set cos, [CRS] set mpls experimental imposition p.110, [DEI] set dei.
         let setShapes: [(String, Int)] = [
             ("set qos-group", 7), ("set discard-class", 7), ("set dscp", 63), ("set cos", 7), ("set dei", 1),
             ("set mpls experimental imposition", 7),
         ]
-        let name = #/[A-Za-z][A-Za-z0-9_-]*/#
         for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let n = i + 1
             func bad(_ why: String) { problems.append("line \(n): \(why): \(line)") }
@@ -187,7 +189,6 @@ struct XRConfig {
                 }
             }
         }
-        _ = name
         if case .top = block {} else { problems.append("unterminated block at the end") }
         return (c, problems)
     }
