@@ -146,6 +146,14 @@ struct LinuxExportTests {
         #expect(commands.count >= 3)
     }
 
+    /// The scripts are valid POSIX shell (`sh -n` parses without running).
+    @Test(arguments: goldens.map(\.1) + ["linux-config.txt"])
+    func shellSyntax(file: String) throws {
+        let path = XRFixtures.dataDirectory.appendingPathComponent("golden/\(file)").path
+        let (status, err) = try runTool("/bin/sh", ["-n", path])
+        #expect(status == 0 && err == "", "\(err)")
+    }
+
     @Test(arguments: [
         "dcb app replace dev eth0 dscp-prio 64:1", "dcb app replace dev eth0 dscp-prio 1:8",
         "ip link set dev eth0 type vlan egress-qos-map 0-1",
