@@ -72,18 +72,32 @@ extension JunosFormat {
             families.append(Family(key: key))
             return families.count - 1
         }
-        for (offset, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // `\r\n` is one Character, so split on every newline kind.
+        var lines: [Line] = []
+        var inactive: [[String]] = []
+        for (offset, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+            .enumerated()
+        {
             let number = offset + 1
             let trimmed = raw.drop(while: { $0 == " " || $0 == "\t" })
-            if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.allSatisfy({ $0 == "\r" }) { continue }
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             var line = Line(
                 tokens: try junosTokens(raw, file: file, line: number), file: file, number: number,
                 endColumn: raw.count + 1)
             let verb = try line.next("'set'")
-            guard verb.text == "set" else {
-                throw line.error(verb, "unexpected '\(verb.text)'; allowed: set statements and # comments")
+            switch verb.text {
+            case "set": lines.append(line)
+            // `display set` shows deactivated statements as `set` plus `deactivate`.
+            case "deactivate": inactive.append(line.tokens.dropFirst().map(\.text))
+            default:
+                throw line.error(
+                    verb, "unexpected '\(verb.text)'; allowed: set and deactivate statements and # comments")
             }
-            guard !line.atEnd, line.tokens[1].text == "class-of-service" else { continue }
+        }
+        for var line in lines {
+            let words = line.tokens.map(\.text)
+            if inactive.contains(where: { !$0.isEmpty && words.dropFirst().starts(with: $0) }) { continue }
+            guard line.tokens.count > 1, line.tokens[1].text == "class-of-service" else { continue }
             line.index = 2
             let section = try line.next("a class-of-service statement")
             switch section.text {

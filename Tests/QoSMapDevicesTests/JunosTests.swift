@@ -459,7 +459,7 @@ struct JunosTests {
         ),
         (
             "delete class-of-service",
-            "f.conf:1:1: unexpected 'delete'; allowed: set statements and # comments"
+            "f.conf:1:1: unexpected 'delete'; allowed: set and deactivate statements and # comments"
         ),
         (
             "set interfaces ge-0/0/0 description \"open",
@@ -481,6 +481,24 @@ struct JunosTests {
                 "f.conf:3:94: dscp code point '101110' is already classified at line 2; allowed: each code point once"
             )
         ) { try JunosFormat.parse(text, file: "f.conf") }
+    }
+
+    /// CRLF line ends count as one line each; statements under a
+    /// `deactivate` are not read (as `display set` shows inactive parts).
+    @Test func crlfAndDeactivatedStatements() throws {
+        let text = [
+            "# pe3",
+            "set class-of-service classifiers dscp A forwarding-class ef loss-priority low code-points ef",
+            "set class-of-service classifiers dscp B forwarding-class af4 loss-priority low code-points ef",
+            "set class-of-service classifiers dscp A forwarding-class af1 loss-priority low code-points af11",
+            "deactivate class-of-service classifiers dscp B",
+            "deactivate class-of-service classifiers dscp A forwarding-class af1",
+            "set class-of-service classifiers dscp A forwarding-class bogus loss-priority low code-points [ 000000 ]",
+        ].joined(separator: "\r\n")
+        let all = try JunosFormat.parse(text, file: "pe3.conf")
+        #expect(all.map(\.name) == ["A"])
+        #expect(all.first?.inbound[.dscp] == [46: .init(.ef, .green)])
+        #expect(all.first?.unmapped.first?.hasPrefix("pe3.conf:7: forwarding class 'bogus'") == true)
     }
 
     @Test func quotedNamesAndOtherStatementsAreRead() throws {
