@@ -11,8 +11,16 @@
 //   qm_egress   the same for the egress policy (qm_egress_hash above it).
 //               Arrays because a hash lookup cost about 25 ns each here
 //               (tools/bench/bpf-run: 140 ns a packet with hashes, 12 with arrays).
-//   qm_table    ARRAY[2 * IN * OUT * 64] of struct qm_entry.
+//   qm_table    ARRAY[2 * IN * OUT * 80] of struct qm_entry: per (slot, in,
+//               out), 64 entries by DSCP, then 16 by PCP << 1 | DEI.
+//   qm_config   ARRAY[1] of struct qm_config: the skb->mark bits that carry
+//               a tag's PCP and DEI from qosmap_ingress to qosmap_egress.
 //   qm_counters PERCPU_ARRAY[CELLS * OUTCOMES + 1] of u64.
+// qosmap_ingress runs at clsact ingress on interfaces that trust 802.1p: it
+// puts the tag's PCP and DEI (0 and 0 for an untagged frame) in the carry
+// bits of skb->mark; qosmap_egress then picks the entry by them, not by
+// DSCP, and clears those bits. (skb->mark is what survives forwarding:
+// skb->tc_index and skb->cb do not, and ip_forward rewrites skb->priority.)
 // Ingress policy 0 is `local` (ingress ifindex 0: host-originated) and every
 // interface without a policy of its own.
 #include <linux/bpf.h>
@@ -24,6 +32,9 @@
 #define QM_IFINDEX_ARRAY 4096
 #define QM_MAX_IN 16
 #define QM_MAX_OUT 16
+#define QM_PER_PAIR 80  // 64 by DSCP, then 16 by PCP << 1 | DEI (trust 8021p)
+#define QM_PCP_BASE 64
+#define QM_CARRIED 0x10u  // in the carried mark bits: PCP and DEI are there
 #define QM_CELLS 24
 #define QM_OUTCOMES 8
 #define QM_MALFORMED_SLOT (QM_CELLS * QM_OUTCOMES)
@@ -43,6 +54,11 @@ struct qm_entry {
     __u32 mark_value;
     __u32 mark_mask;
     __u32 priority;
+};
+
+struct qm_config {
+    __u32 carry_mask;   // contiguous bits of skb->mark, at least 5
+    __u32 carry_shift;  // the mask's lowest bit
 };
 
 struct qm_policy {
@@ -86,10 +102,17 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2 * QM_MAX_IN * QM_MAX_OUT * 64);
+    __uint(max_entries, 2 * QM_MAX_IN * QM_MAX_OUT * QM_PER_PAIR);
     __type(key, __u32);
     __type(value, struct qm_entry);
 } qm_table SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct qm_config);
+} qm_config SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -164,7 +187,15 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     struct qm_policy *q = policy(&qm_egress, &qm_egress_hash, out_if);
     if (q) out = q->slot[slot];
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
-    __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * 64 + dscp;
+    __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
+    struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
+    if (cfg && cfg->carry_mask) {
+        __u32 carried = (skb->mark & cfg->carry_mask) >> (cfg->carry_shift & 31);
+        if (carried & QM_CARRIED) {
+            index = index - dscp + QM_PCP_BASE + (carried & 0xf);
+            skb->mark &= ~cfg->carry_mask;
+        }
+    }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
 
@@ -224,5 +255,37 @@ int qosmap_egress(struct __sk_buff *skb) {
     return mark_ip(skb, ETH_HLEN + 8, v[1].proto);
 }
 
+
+// Trust 802.1p: the tag's PCP and DEI into skb->mark's carry bits. The tag
+// is in skb->vlan_tci when the receive path took it out of the data (it
+// always does before tc ingress, unless a driver left it), else in the data.
+SEC("tc")
+int qosmap_ingress(struct __sk_buff *skb) {
+    __u32 zero = 0;
+    struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
+    if (!cfg || !cfg->carry_mask) return TC_ACT_OK;
+    __u32 tci, s_tag;
+    if (skb->vlan_present) {
+        tci = skb->vlan_tci;
+        s_tag = skb->vlan_proto == bpf_htons(ETH_P_8021AD);
+    } else if (skb->protocol == bpf_htons(ETH_P_8021Q) || skb->protocol == bpf_htons(ETH_P_8021AD)) {
+        void *data = (void *)(long)skb->data;
+        void *end = (void *)(long)skb->data_end;
+        struct vlan_hdr_qm *v = data + ETH_HLEN;
+        if ((void *)(v + 1) > end) return TC_ACT_OK;
+        tci = bpf_ntohs(v->tci);
+        s_tag = skb->protocol == bpf_htons(ETH_P_8021AD);
+    } else {
+        // Untagged: no carry, so egress uses the entries by DSCP, which for
+        // a trust-8021p policy hold the untrusted fallback.
+        skb->mark &= ~cfg->carry_mask;
+        return TC_ACT_OK;
+    }
+    // Only an S-tag's DEI marks drop eligibility (a C-tag's bit is the old CFI).
+    __u32 carried = QM_CARRIED | ((tci >> 13) & 7) << 1 | (s_tag ? (tci >> 12) & 1 : 0);
+    __u32 shift = cfg->carry_shift & 31;
+    skb->mark = (skb->mark & ~cfg->carry_mask) | ((carried << shift) & cfg->carry_mask);
+    return TC_ACT_OK;
+}
 
 char LICENSE[] SEC("license") = "GPL";

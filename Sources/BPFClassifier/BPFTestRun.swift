@@ -24,14 +24,17 @@ extension BPFProgram {
     ///   - ifindex: the egress interface; must exist in the caller's network
     ///     namespace (1, loopback, always does).
     ///   - ingressIfindex: the interface the packet arrived on (0: host-originated).
+    ///   - mark: `skb->mark` before the run.
     ///   - repeat: how many times the kernel runs it (timing only; the packet
     ///     is run on again as the previous run left it).
     public func testRun(
-        packet: [UInt8], ifindex: UInt32 = 1, ingressIfindex: UInt32 = 0, repeat count: UInt32 = 1
+        packet: [UInt8], ifindex: UInt32 = 1, ingressIfindex: UInt32 = 0, mark: UInt32 = 0,
+        repeat count: UInt32 = 1
     ) throws(BPFError) -> BPFTestRun {
         var context = __sk_buff()
         context.ifindex = ifindex
         context.ingress_ifindex = ingressIfindex
+        context.mark = mark
         var contextOut = __sk_buff()
         // Room for what a program may add (it may not grow a test-run packet much).
         var output = [UInt8](repeating: 0, count: packet.count + 256)

@@ -121,6 +121,13 @@ extension QoSMapCommand {
 
         func exportConfig(_ path: String) throws -> String {
             let config = try ExportConfig.load(path: path)
+            if let name = config.interfaces.keys.sorted().first(where: {
+                config.interfaces[$0]?.trust == .dot1p
+            }) {
+                throw DataError(
+                    "\(path): interface '\(name)': trust 8021p is not in the nft export (nft sees no tag at its forward hook); "
+                        + "allowed: none, dscp, ip-precedence, or qosmapd with datapath: ebpf")
+            }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
                 systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)

@@ -84,10 +84,16 @@ struct ExportConfig: Equatable {
             return pairs.filter { allowed.contains($0.name) }.map { ($0.key, $0.value, $0.name) }
         }
 
-        mutating func trust(_ node: Node) -> TrustMode? {
+        mutating func trust(_ node: Node, interface: Bool = false) -> TrustMode? {
             guard let s = yaml.scalar(node, "a trust mode") else { return nil }
             guard let t = TrustMode(name: s), t == .none || t == .dscp || t == .ipPrecedence else {
-                yaml.error(node, "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence")
+                // qosmapd takes it with datapath: ebpf, and device exports bind
+                // 802.1p classifiers; `export nft` refuses it (see Export).
+                if interface, TrustMode(name: s) == .dot1p { return .dot1p }
+                yaml.error(
+                    node,
+                    "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence"
+                        + (interface ? "" : " (8021p: per interface, with datapath: ebpf)"))
                 return nil
             }
             return t
@@ -131,7 +137,7 @@ struct ExportConfig: Equatable {
                         let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
                         for (_, iv, ik) in pairs(v, "interface '\(name)'", allowed: keys) {
                             switch ik {
-                            case "trust": i.trust = trust(iv)
+                            case "trust": i.trust = trust(iv, interface: true)
                             case "domain":
                                 let d = domainName(iv, into: &config)
                                 i.inboundDomain = i.inboundDomain ?? d

@@ -70,6 +70,12 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `ebpf: {detach-on-exit:}`: false leaves the classifier attached with
     /// its last tables when qosmapd exits.
     public var ebpfDetachOnExit = true
+    /// `ebpf: {pcp-carry-mask:}`: the skb mark bits (5 or more, contiguous)
+    /// that carry a tag's PCP and DEI from the ingress classifier of a
+    /// `trust: 8021p` interface to egress; cleared there.
+    public var ebpfCarryMask: UInt32 = DaemonConfig.defaultCarryMask
+    /// The default `pcp-carry-mask`: the mark's top five bits.
+    public static let defaultCarryMask: UInt32 = 0xf800_0000
 
     /// Where each domain name was written, to report unknown ones in place.
     public var domainReferences: [TableDiagnostic] = []
@@ -116,6 +122,7 @@ public struct DaemonConfig: Sendable, Equatable {
         datapath: nfqueue        # nfqueue, or ebpf: tc clsact egress on the interfaces: names (no queues, no rules)
         ebpf:
           detach-on-exit: true   # false: the classifier keeps marking with its last tables after qosmapd exits
+          pcp-carry-mask: 0xf8000000  # skb mark bits carrying PCP/DEI from trust-8021p interfaces to egress
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules
@@ -193,6 +200,10 @@ extension DaemonConfig {
 /// reader (and so the same messages) as the table files.
 struct ConfigParser {
     var yaml: YAMLContext
+    /// Where `trust: 8021p` was written (only the ebpf datapath allows it).
+    var dot1pTrust: [Node] = []
+    /// Where `pcp-carry-mask` was written.
+    var carryMaskNode: Node?
     var file: String { yaml.file }
     var diagnostics: [TableDiagnostic] { yaml.diagnostics }
 
@@ -216,11 +227,20 @@ struct ConfigParser {
         yaml.integer(node, what, range)
     }
 
-    mutating func trust(_ node: Node) -> TrustMode? {
+    mutating func trust(_ node: Node, interface: Bool = false) -> TrustMode? {
         guard let s = scalar(node, "a trust mode") else { return nil }
-        // nfqueue hands over bare IP packets: no 802.1p or EXP to trust.
+        // nfqueue hands over bare IP packets: no 802.1p or EXP to trust. The
+        // ebpf datapath reads the tag at ingress on the interfaces it names.
+        if interface, TrustMode(name: s) == .dot1p {
+            dot1pTrust.append(node)
+            return .dot1p
+        }
         guard let t = TrustMode(name: s), t == .none || t == .dscp || t == .ipPrecedence else {
-            error(node, "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence")
+            error(
+                node,
+                "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence"
+                    + (interface
+                        ? ", and 8021p with datapath: ebpf" : " (8021p: per interface, with datapath: ebpf)"))
             return nil
         }
         return t
@@ -297,7 +317,7 @@ struct ConfigParser {
                     let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
                     for (_, iv, ik) in mapping(v, "interface '\(name)'", allowed: keys) ?? [] {
                         switch ik {
-                        case "trust": i.trust = trust(iv)
+                        case "trust": i.trust = trust(iv, interface: true)
                         case "domain":
                             let d = domainName(iv, into: &config)
                             i.inboundDomain = i.inboundDomain ?? d
@@ -342,8 +362,23 @@ struct ConfigParser {
                     }
                 }
             case "ebpf":
-                for (_, v, _) in mapping(value, "ebpf", allowed: ["detach-on-exit"]) ?? [] {
-                    config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
+                for (_, v, k) in mapping(value, "ebpf", allowed: ["detach-on-exit", "pcp-carry-mask"]) ?? [] {
+                    if k == "pcp-carry-mask" {
+                        carryMaskNode = v
+                        guard let m = integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else { continue }
+                        let mask = UInt32(m)
+                        let run = mask >> mask.trailingZeroBitCount
+                        guard run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else {
+                            error(
+                                v,
+                                "invalid pcp-carry-mask \(hex(mask)); allowed: one run of 5 or more contiguous bits, e.g. 0xf8000000"
+                            )
+                            continue
+                        }
+                        config.ebpfCarryMask = mask
+                    } else {
+                        config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
+                    }
                 }
             default:  // metrics
                 for (_, v, _) in mapping(value, "metrics", allowed: ["port"]) ?? [] {
@@ -356,7 +391,22 @@ struct ConfigParser {
             if config.mark == nil { config.mark = .default }
             config.rewriteDSCP = false
         }
+        if config.datapath != .ebpf {
+            for node in dot1pTrust {
+                error(
+                    node,
+                    "trust 8021p needs datapath: ebpf (nfqueue sees bare IP packets); allowed with nfqueue: none, dscp, ip-precedence"
+                )
+            }
+        } else if let mark = config.mark, mark.mask & config.ebpfCarryMask != 0 {
+            error(
+                carryMaskNode ?? root,
+                "pcp-carry-mask \(hex(config.ebpfCarryMask)) overlaps actions.mark mask \(hex(mark.mask)); allowed: disjoint bits"
+            )
+        }
         checkRules(config)
         return config
     }
+
+    func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }
 }

@@ -23,6 +23,9 @@ public final class EBPFDatapath: Service, Sendable {
     public static let filterPriority: UInt32 = 0x7173
     /// The program's name in the object.
     public static let programName = "qosmap_egress"
+    /// The classifier at clsact ingress of `trust: 8021p` interfaces: it
+    /// carries the tag's PCP and DEI to egress in `ebpf.pcp-carry-mask`.
+    public static let ingressProgramName = "qosmap_ingress"
 
     /// Where the config comes from: a file, or the embedded default.
     public let configPath: String?
@@ -40,6 +43,10 @@ public final class EBPFDatapath: Service, Sendable {
         let gen, ingress, egress, table, counters: BPFMap
         /// Policies of interfaces whose ifindex is at least ``EBPFLayout/ifindexArray``.
         let ingressHash, egressHash: BPFMap
+        /// `qm_config`: the carry mask and shift.
+        let config: BPFMap
+        /// ``EBPFDatapath/ingressProgramName``.
+        let ingressProgram: BPFProgram
     }
 
     struct State: Sendable {
@@ -47,6 +54,8 @@ public final class EBPFDatapath: Service, Sendable {
         var active = 0
         /// Interface name → ifindex it is attached on.
         var attached: [String: Int32] = [:]
+        /// Interface name → ifindex whose clsact ingress has the 802.1p classifier.
+        var ingressAttached: [String: Int32] = [:]
         /// Interface policy numbers written, by ifindex (the active slot's half is kept on reload).
         var ingressSlots: [Int32: EBPFPolicySlots] = [:]
         var egressSlots: [Int32: EBPFPolicySlots] = [:]
@@ -78,7 +87,8 @@ public final class EBPFDatapath: Service, Sendable {
             egress: try object.map(named: "qm_egress"), table: try object.map(named: "qm_table"),
             counters: try object.map(named: "qm_counters"),
             ingressHash: try object.map(named: "qm_ingress_hash"),
-            egressHash: try object.map(named: "qm_egress_hash"))
+            egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: "qm_config"),
+            ingressProgram: try object.program(named: ingressProgramName))
     }
 
     /// Loads the classifier, writes the tables into slot 0 and attaches it
@@ -112,7 +122,7 @@ public final class EBPFDatapath: Service, Sendable {
     }
 
     private static func hint(_ error: BPFError) -> String {
-        error.errno == .notPermitted ? " (CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON are needed)" : ""
+        error.errno == .notPermitted ? " (CAP_BPF and CAP_NET_ADMIN are needed)" : ""
     }
 
     /// Writes `tables` into the inactive slot, attaches on new interfaces,
@@ -163,7 +173,40 @@ public final class EBPFDatapath: Service, Sendable {
             }
             s[keyPath: slotsPath] = slots
         }
+        // The carry bits: the same in both slots, written before any
+        // ingress classifier is attached.
+        let mask = snapshot.config.ebpfCarryMask
+        do {
+            try maps.config.update(UInt32(0), EBPFCarry(mask: mask, shift: UInt32(mask.trailingZeroBitCount)))
+        } catch {
+            logger.error("cannot write the carry mask", metadata: ["error": "\(error)"])
+            return false
+        }
+        let wantedIngress = wanted.filter { snapshot.policy(input: $0.key, output: nil).trust == .dot1p }
         var added: [String: Int32] = [:]
+        var addedIngress: [String: Int32] = [:]
+        func undo() {
+            for (n, i) in added { detach(n, i) }
+            for (n, i) in addedIngress { detach(n, i, direction: .ingress) }
+        }
+        for (name, index) in wantedIngress.sorted(by: { $0.key < $1.key })
+        where s.ingressAttached[name] != index {
+            do {
+                _ = try TrafficControl.createClsact(ifindex: index)
+                let id = try TrafficControl.attach(
+                    maps.ingressProgram, at: filter(index, direction: .ingress))
+                addedIngress[name] = index
+                logger.info(
+                    "802.1p classifier attached at ingress",
+                    metadata: ["interface": "\(name)", "ifindex": "\(index)", "prog_id": "\(id)"])
+            } catch {
+                logger.error(
+                    "cannot attach the 802.1p classifier",
+                    metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
+                undo()
+                return false
+            }
+        }
         for (name, index) in wanted.sorted(by: { $0.key < $1.key }) where s.attached[name] != index {
             do {
                 let created = try TrafficControl.createClsact(ifindex: index)
@@ -179,7 +222,7 @@ public final class EBPFDatapath: Service, Sendable {
                 logger.error(
                     "cannot attach the classifier",
                     metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
-                for (n, i) in added { detach(n, i) }
+                undo()
                 return false
             }
         }
@@ -187,24 +230,35 @@ public final class EBPFDatapath: Service, Sendable {
             try maps.gen.update(UInt32(0), UInt32(next))
         } catch {
             logger.error("cannot switch tables", metadata: ["error": "\(error)"])
-            for (n, i) in added { detach(n, i) }
+            undo()
             return false
         }
         s.active = next
         for (name, index) in s.attached where wanted[name] != index { detach(name, index) }
         s.attached = wanted
+        for (name, index) in s.ingressAttached where wantedIngress[name] != index {
+            detach(name, index, direction: .ingress)
+        }
+        s.ingressAttached = wantedIngress
         return true
     }
 
-    private func filter(_ ifindex: Int32) -> TrafficControl.Filter {
+    private func filter(_ ifindex: Int32, direction: TrafficControl.Direction = .egress)
+        -> TrafficControl.Filter
+    {
         TrafficControl.Filter(
-            ifindex: ifindex, direction: .egress, handle: Self.filterHandle, priority: Self.filterPriority)
+            ifindex: ifindex, direction: direction, handle: Self.filterHandle, priority: Self.filterPriority)
     }
 
-    private func detach(_ name: String, _ index: Int32) {
+    private func detach(_ name: String, _ index: Int32, direction: TrafficControl.Direction = .egress) {
         do {
-            try TrafficControl.detach(filter(index))
-            logger.info("classifier detached", metadata: ["interface": "\(name)", "ifindex": "\(index)"])
+            try TrafficControl.detach(filter(index, direction: direction))
+            logger.info(
+                "classifier detached",
+                metadata: [
+                    "interface": "\(name)", "ifindex": "\(index)",
+                    "hook": "\(direction == .ingress ? "ingress" : "egress")",
+                ])
         } catch {
             // The interface may be gone, and its filter with it.
             logger.info("classifier not detached", metadata: ["interface": "\(name)", "error": "\(error)"])
@@ -293,7 +347,11 @@ public final class EBPFDatapath: Service, Sendable {
                     metadata: ["interfaces": "\(s.attached.keys.sorted())"])
             } else {
                 for (name, index) in s.attached.sorted(by: { $0.key < $1.key }) { detach(name, index) }
+                for (name, index) in s.ingressAttached.sorted(by: { $0.key < $1.key }) {
+                    detach(name, index, direction: .ingress)
+                }
                 s.attached = [:]
+                s.ingressAttached = [:]
             }
             s.maps = nil
         }

@@ -16,8 +16,11 @@ public enum EBPFLayout {
     public static let maxIngress = 16
     /// Distinct egress policies (outbound domains).
     public static let maxEgress = 16
-    /// Entries per (ingress, egress) pair: one per DSCP.
-    public static let entriesPerPair = 64
+    /// Entries per (ingress, egress) pair: one per DSCP, then one per PCP × DEI
+    /// (`PCP << 1 | DEI`, used for ingress policies that trust 802.1p).
+    public static let entriesPerPair = 80
+    /// Where the PCP × DEI entries of a pair start.
+    public static let pcpBase = 64
     /// Entries per slot of `qm_table`.
     public static let slotEntries = maxIngress * maxEgress * entriesPerPair
     /// Counter slots per class × color cell (``PacketOutcome`` raw values fit).
@@ -30,6 +33,21 @@ public enum EBPFLayout {
     public static let flagMark: UInt8 = 2
     /// Set `skb->priority`.
     public static let flagPriority: UInt8 = 4
+}
+
+/// `struct qm_config`: the skb mark bits that carry PCP and DEI from the
+/// ingress classifier to egress.
+public struct EBPFCarry: BitwiseCopyable, Equatable, Sendable {
+    /// `carry_mask`.
+    public var mask: UInt32
+    /// `carry_shift`: the mask's lowest bit.
+    public var shift: UInt32
+
+    /// Creates the value.
+    public init(mask: UInt32, shift: UInt32) {
+        self.mask = mask
+        self.shift = shift
+    }
 }
 
 /// `struct qm_entry`: what a packet with one DSCP gets for one (ingress,
@@ -119,8 +137,17 @@ public struct EBPFTables: Sendable, Equatable {
                 let policy = MarkingPolicy(
                     trust: inPolicy.trust, ingress: inPolicy.ingress, egress: outDomain)
                 let base = (i * EBPFLayout.maxEgress + o) * EBPFLayout.entriesPerPair
+                // Under trust 8021p these are for untagged packets, which the
+                // engine gives its untrusted fallback.
                 for dscp in 0..<64 {
                     entries[base + dscp] = try Self.entry(UInt8(dscp), policy, config)
+                }
+                guard inPolicy.trust == .dot1p else { continue }
+                for pcp in 0..<8 {
+                    for dei in 0..<2 {
+                        entries[base + EBPFLayout.pcpBase + (pcp << 1 | dei)] = try Self.entry(
+                            pcp: UInt8(pcp), dei: dei == 1, policy, config)
+                    }
                 }
             }
         }
@@ -138,13 +165,39 @@ public struct EBPFTables: Sendable, Equatable {
         guard result.status == .rewritten || result.status == .unchanged else {
             throw ConfigError(file: "config", "datapath ebpf: DSCP \(dscp) cannot be classified")
         }
-        let t = result.treatment
+        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
+    }
+
+    /// The entry for a frame tagged with this PCP and DEI under a trust-8021p
+    /// policy: ``PacketMarker`` remarks an Ethernet frame with a tag (VID 0;
+    /// an 802.1ad S-tag for DEI 1, as only an S-tag's DEI means drop
+    /// eligibility; the classifier carries DEI only from S-tags) and an IPv4
+    /// header, and the DSCP it writes is the entry's.
+    static func entry(pcp: UInt8, dei: Bool, _ policy: MarkingPolicy, _ config: DaemonConfig)
+        throws(ConfigError)
+        -> EBPFEntry
+    {
+        let tci = UInt16(pcp) << 13 | (dei ? 0x1000 : 0)
+        var frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00]
+        frame += [UInt8(tci >> 8), UInt8(tci & 0xff), 0x08, 0]
+        frame += [0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]
+        let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
+        guard result.status == .rewritten || result.status == .unchanged else {
+            throw ConfigError(file: "config", "datapath ebpf: PCP \(pcp) DEI \(dei) cannot be classified")
+        }
+        return entry(result.treatment, newDSCP: frame[19] >> 2, policy, config)
+    }
+
+    /// The actions for a packet classified as `t` whose DSCP the engine set to `newDSCP`.
+    static func entry(_ t: Treatment, newDSCP: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig)
+        -> EBPFEntry
+    {
         var flags: UInt8 = 0
         if config.rewriteDSCP, !config.markOnly { flags |= EBPFLayout.flagDSCP }
         if config.mark != nil { flags |= EBPFLayout.flagMark }
         if config.priority { flags |= EBPFLayout.flagPriority }
         return EBPFEntry(
-            dscp: header[1] >> 2, flags: flags, cell: UInt8(t.cellIndex),
+            dscp: newDSCP, flags: flags, cell: UInt8(t.cellIndex),
             markValue: config.mark?.value(for: t) ?? 0,
             markMask: config.mark?.mask ?? 0, priority: UInt32(policy.egress.pcp(for: t).rawValue))
     }

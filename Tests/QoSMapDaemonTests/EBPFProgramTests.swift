@@ -85,6 +85,70 @@ struct EBPFProgramTests {
         #expect(rewritten > 1000)
     }
 
+    /// Trust 802.1p: the ingress classifier carries PCP and DEI (S-tags only)
+    /// in the mark; egress picks the entry by them, writes the DSCP the engine
+    /// writes for the tagged frame, and clears the carry bits. Untagged
+    /// frames get the engine's untrusted fallback.
+    @Test(arguments: [false, true])
+    func trust8021pCarriesThePCP(v6: Bool) throws {
+        let config = """
+            datapath: ebpf
+            interfaces:
+              tagged: {trust: 8021p, inbound-domain: 5p3d}
+              out: {}
+            actions: {mark: {mask: 0xff}}
+            ebpf: {pcp-carry-mask: 0x1f00}
+            """
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(config, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent"
+        )
+        let tables = try EBPFTables(snapshot)
+        let maps = try EBPFDatapath.loadObject()
+        let keys = tables.entries.keys.sorted()
+        try maps.table.update(keys: keys.map { UInt32($0) }, values: keys.map { tables.entries[$0]! })
+        try maps.gen.update(UInt32(0), UInt32(0))
+        try maps.config.update(UInt32(0), EBPFCarry(mask: 0x1f00, shift: 8))
+        var slots = EBPFPolicySlots()
+        slots.slots = (try #require(tables.ingress["tagged"]), 0)
+        try maps.ingress.update(UInt32(9), slots)
+        let policy = snapshot.policy(input: "tagged", output: nil)
+        var rewritten = 0
+        for tpid in [UInt16(0x8100), 0x88a8, 0] {
+            for pcp in 0..<8 {
+                for dei in 0..<2 {
+                    for tos in [0, 0x2d, 0xb8, 0xff] as [UInt8] {
+                        let (untagged, ipOffset) = Self.frame(v6: v6, tos: tos, tags: 0)
+                        var tagged = untagged
+                        if tpid != 0 {
+                            let tci = UInt16(pcp) << 13 | UInt16(dei) << 12 | 10
+                            tagged.insert(
+                                contentsOf: [
+                                    UInt8(tpid >> 8), UInt8(tpid & 0xff), UInt8(tci >> 8), UInt8(tci & 0xff),
+                                ],
+                                at: 12)
+                        }
+                        var expected = tagged
+                        _ = PacketMarker.remark(&expected, format: .ethernet, policy: policy)
+                        let inRun = try maps.ingressProgram.testRun(
+                            packet: tagged, ifindex: 1, mark: 0xa5a5_00aa)
+                        #expect(inRun.packet == tagged)
+                        // Leaves the other mark bits as they were.
+                        #expect(inRun.mark & ~0x1f00 == 0xa5a5_00aa)
+                        // The receive path takes the tag out before the packet is forwarded.
+                        let outRun = try maps.program.testRun(
+                            packet: untagged, ifindex: 1, ingressIfindex: 9, mark: inRun.mark)
+                        let got = Array(outRun.packet[ipOffset...])
+                        let want = Array(expected[(ipOffset + (tpid == 0 ? 0 : 4))...])
+                        #expect(got == want, "tpid \(tpid) pcp \(pcp) dei \(dei) tos \(tos)")
+                        #expect(outRun.mark & 0x1f00 == 0, "carry bits cleared")
+                        if got != Array(untagged[ipOffset...]) { rewritten += 1 }
+                    }
+                }
+            }
+        }
+        #expect(rewritten > 50)
+    }
+
     /// A header that is not what its EtherType says (IHL 4; version 6 under
     /// 0x0800; version 4 under 0x86dd) passes unchanged and counts as
     /// malformed. (The kernel's test run refuses frames shorter than an IP

@@ -25,7 +25,26 @@ private func snapshot(_ text: String) throws -> PolicySnapshot {
 
 @Test(arguments: [
     ("datapath: xdp\n", "x.yaml:1:11: invalid datapath 'xdp'; allowed: nfqueue, ebpf"),
-    ("ebpf: {detach: no}\n", "x.yaml:1:8: unknown key 'detach' in ebpf; allowed: detach-on-exit"),
+    (
+        "ebpf: {detach: no}\n",
+        "x.yaml:1:8: unknown key 'detach' in ebpf; allowed: detach-on-exit, pcp-carry-mask"
+    ),
+    (
+        "interfaces:\n  a: {trust: 8021p}\n",
+        "x.yaml:2:14: trust 8021p needs datapath: ebpf (nfqueue sees bare IP packets); allowed with nfqueue: none, dscp, ip-precedence"
+    ),
+    (
+        "datapath: ebpf\ntrust: 8021p\n",
+        "x.yaml:2:8: invalid trust mode '8021p'; allowed: none, dscp, ip-precedence (8021p: per interface, with datapath: ebpf)"
+    ),
+    (
+        "datapath: ebpf\nebpf: {pcp-carry-mask: 0x1e}\n",
+        "x.yaml:2:24: invalid pcp-carry-mask 0x1e; allowed: one run of 5 or more contiguous bits, e.g. 0xf8000000"
+    ),
+    (
+        "datapath: ebpf\nebpf: {pcp-carry-mask: 0xf8}\nactions: {mark: {mask: 0xff}}\n",
+        "x.yaml:2:24: pcp-carry-mask 0xf8 overlaps actions.mark mask 0xff; allowed: disjoint bits"
+    ),
 ])
 func datapathErrorsArePositioned(text: String, message: String) {
     do {
@@ -71,7 +90,7 @@ func datapathErrorsArePositioned(text: String, message: String) {
     #expect(t.ingress["a"] == 1 && t.ingress["c"] == 1 && t.ingress["b"] == nil)
     let domain = try #require(s.tables.domains["default"])
     let be = domain.dscp(for: Treatment.bestEffort).rawValue
-    let base = (1 * EBPFLayout.maxEgress + 0) * 64
+    let base = (1 * EBPFLayout.maxEgress + 0) * EBPFLayout.entriesPerPair
     for dscp in 0..<64 {
         #expect(t.entries[base + dscp]?.dscp == be)
         #expect(t.entries[base + dscp]?.cell == UInt8(Treatment.bestEffort.cellIndex))

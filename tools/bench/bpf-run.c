@@ -50,11 +50,12 @@ static int frame(uint8_t *f, int v6, uint8_t dscp) {
     return 14 + 20 + 8 + 32;
 }
 
-static int open_prog(const char *path, struct bpf_object **obj) {
+static int open_prog(const char *path, struct bpf_object **obj, const char *name) {
     *obj = bpf_object__open_file(path, NULL);
     if (!*obj || libbpf_get_error(*obj)) { fprintf(stderr, "bpf-run: cannot open %s\n", path); exit(1); }
     if (bpf_object__load(*obj)) { fprintf(stderr, "bpf-run: cannot load %s\n", path); exit(1); }
-    struct bpf_program *p = bpf_object__next_program(*obj, NULL);
+    struct bpf_program *p = name ? bpf_object__find_program_by_name(*obj, name) : bpf_object__next_program(*obj, NULL);
+    if (!p) { fprintf(stderr, "bpf-run: no program %s in %s\n", name, path); exit(1); }
     return bpf_program__fd(p);
 }
 
@@ -73,8 +74,8 @@ int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: bpf-run OBJECT NULL_OBJECT REPEAT\n"); return 64; }
     int repeat = atoi(argv[3]);
     struct bpf_object *obj, *nobj;
-    int prog = open_prog(argv[1], &obj);
-    int null = open_prog(argv[2], &nobj);
+    int prog = open_prog(argv[1], &obj, "qosmap_egress");
+    int null = open_prog(argv[2], &nobj, NULL);
     uint32_t zero = 0, one = 1, two = 2, lo = 1;
     uint32_t pol[2] = {1, 1};
     bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, "qm_gen"), &zero, &zero, BPF_ANY);
@@ -82,13 +83,14 @@ int main(int argc, char **argv) {
     bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, "qm_egress"), &lo, pol, BPF_ANY);
     int table = bpf_object__find_map_fd_by_name(obj, "qm_table");
     for (uint32_t d = 0; d < 64; d++) {
-        // Rewriting table: d -> d^1. Slot 0, ingress policy 1, egress policy 1.
+        // Rewriting table: d -> d^1. Slot 0, ingress policy 1, egress policy 1
+        // (80 entries a pair: 64 by DSCP, 16 by PCP and DEI).
         struct qm_entry e = {.dscp = (uint8_t)(d ^ 1), .flags = 1, .cell = 0};
-        uint32_t i = ((0 * 16 + 1) * 16 + 1) * 64 + d;
+        uint32_t i = ((0 * 16 + 1) * 16 + 1) * 80 + d;
         bpf_map_update_elem(table, &i, &e, BPF_ANY);
         // Keeping table under egress policy 2 (used by the "kept" case).
         e.dscp = (uint8_t)d;
-        i = ((0 * 16 + 1) * 16 + 2) * 64 + d;
+        i = ((0 * 16 + 1) * 16 + 2) * 80 + d;
         bpf_map_update_elem(table, &i, &e, BPF_ANY);
     }
     (void)one;
