@@ -121,12 +121,12 @@ extension QoSMapCommand {
 
         func exportConfig(_ path: String) throws -> String {
             let config = try ExportConfig.load(path: path)
-            if let name = config.interfaces.keys.sorted().first(where: {
-                config.interfaces[$0]?.trust == .dot1p
-            }) {
+            if config.interfaces.values.contains(where: { $0.trust == .dot1p }), let mark = config.mark,
+                mark.mask & config.carryMask != 0
+            {
                 throw DataError(
-                    "\(path): interface '\(name)': trust 8021p is not in the nft export (nft sees no tag at its forward hook); "
-                        + "allowed: none, dscp, ip-precedence, or qosmapd with datapath: ebpf")
+                    "\(path): pcp-carry-mask \(Self.hex(config.carryMask)) overlaps actions.mark mask \(Self.hex(mark.mask)); allowed: disjoint bits"
+                )
             }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,

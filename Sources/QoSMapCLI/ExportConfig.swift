@@ -39,6 +39,9 @@ struct ExportConfig: Equatable {
     var installRules = false
     /// `rules.interfaces`.
     var ruleInterfaces: [String]?
+    /// `ebpf.pcp-carry-mask`: the mark bits that carry PCP and DEI from the
+    /// ingress of a `trust: 8021p` interface to the forward hook.
+    var carryMask: UInt32 = 0xf800_0000
 
     /// The egress interfaces whose packets qosmapd marks, nil for all: with
     /// `rules: install`, `rules.interfaces`, else the names under `interfaces:`
@@ -176,6 +179,22 @@ struct ExportConfig: Equatable {
                             case "interfaces": config.ruleInterfaces = strings(v, "interface names")
                             default: break  // the rest is how qosmapd writes its iptables rules
                             }
+                        }
+                    }
+                case "ebpf":
+                    // The same carry bits as qosmapd's ebpf datapath; the rest is the daemon's.
+                    if case .mapping = value {
+                        for (_, v, k) in pairs(value, "ebpf", allowed: []) where k == "pcp-carry-mask" {
+                            guard let m = yaml.integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else { continue }
+                            let run = UInt32(m) >> UInt32(m).trailingZeroBitCount
+                            guard run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else {
+                                yaml.error(
+                                    v,
+                                    "invalid pcp-carry-mask 0x\(String(m, radix: 16)); allowed: one run of 5 or more contiguous bits, e.g. 0xf8000000"
+                                )
+                                continue
+                            }
+                            config.carryMask = UInt32(m)
                         }
                     }
                 default: break  // queues, queue, metrics: the daemon's alone

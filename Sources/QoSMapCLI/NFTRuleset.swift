@@ -45,6 +45,26 @@ struct NFTRuleset {
         // The mark-only split moves the DSCP write to nft; here nft does it all.
         let rewrite = config.rewriteDSCP || config.markOnly
 
+        /// The actions for a frame tagged PCP/DEI (index `PCP << 1 | DEI`) under
+        /// a trust-8021p policy: `PacketMarker` on a tagged Ethernet frame (an
+        /// S-tag for DEI 1, whose DEI alone means drop eligibility).
+        func tagActions(_ policy: MarkingPolicy, _ family: Family) -> [Action] {
+            (0..<16).map { k in
+                let (pcp, dei) = (UInt8(k >> 1), k & 1 == 1)
+                let tci = UInt16(pcp) << 13 | (dei ? 0x1000 : 0)
+                var frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00]
+                frame += [UInt8(tci >> 8), UInt8(tci & 0xff)] + (family == .v4 ? [0x08, 0x00] : [0x86, 0xdd])
+                frame += Self.header(family, dscp: 0)
+                let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
+                var a = Action()
+                // The DSCP is written whatever the packet carried (0 here), so always set it.
+                if rewrite, let new = result.newDSCP?.rawValue { a.dscp = new }
+                if let encoding = config.mark { a.mark = encoding.value(for: result.treatment) }
+                if config.priority { a.priority = policy.egress.pcp(for: result.treatment).rawValue }
+                return a
+            }
+        }
+
         func actions(_ policy: MarkingPolicy, _ family: Family) -> [Action] {
             (0..<64).map { d in
                 var packet = Self.header(family, dscp: UInt8(d))
@@ -59,7 +79,24 @@ struct NFTRuleset {
 
         var chains = Set<String>()
         var bodies: [String: String] = [:]
-        func verdict(_ a: Action, _ f: Family) -> String {
+        let carry = config.carryMask
+        let carryShift = UInt32(carry.trailingZeroBitCount)
+        let clearCarry = "    meta mark set meta mark & \(QoSMapCommand.Export.hex(~carry))\n"
+        /// The chain for action `a`; with `clearing`, one that first clears
+        /// the 802.1p carry bits (a packet classified by them).
+        func verdict(_ a: Action, _ f: Family, clearing: Bool = false) -> String {
+            if clearing {
+                guard !a.isEmpty else {
+                    chains.insert("clear_carry")
+                    bodies["clear_carry"] = clearCarry
+                    return "goto clear_carry"
+                }
+                let inner = verdict(a, f)
+                let name = "c_" + inner.dropFirst("goto ".count)
+                chains.insert(name)
+                bodies[name] = clearCarry + (bodies[String(inner.dropFirst("goto ".count))] ?? "")
+                return "goto \(name)"
+            }
             guard !a.isEmpty else { return "accept" }
             var name = f.keyword
             var body = ""
@@ -106,6 +143,19 @@ struct NFTRuleset {
         func policyChain(_ i: String?, _ o: String?) -> String {
             let policy = policies.policy(input: i, output: o)
             var body = ""
+            if policy.trust == .dot1p {
+                // Tagged frames: the ingress chain put 1, PCP, DEI in the carry bits.
+                for f in Family.allCases {
+                    let elements = tagActions(policy, f).enumerated().map {
+                        QoSMapCommand.Export.hex((0x10 | UInt32($0.offset)) << carryShift & carry) + " : "
+                            + verdict($0.element, f, clearing: true)
+                    }
+                    body += vmap(
+                        "meta nfproto \(f.nfproto) meta mark & \(QoSMapCommand.Export.hex(carry))", elements,
+                        indent: "    ")
+                }
+                // Untagged: no carry; the DSCP tables below hold the engine's fallback.
+            }
             for f in Family.allCases {
                 let elements = actions(policy, f).enumerated().map {
                     "\($0.offset) : " + verdict($0.element, f)
@@ -176,7 +226,39 @@ struct NFTRuleset {
         }
         out += base
         out += "}\n"
+        let tagged = named.filter { policies.policy(input: $0, output: nil).trust == .dot1p }
+        // The netdev table of the same name is replaced too, so that one left
+        // by an earlier export with 802.1p interfaces goes.
+        out += "table netdev \(table) { comment \"\(NFTIdentifier.marker)\"; }\ndelete table netdev \(table)\n"
+        if !tagged.isEmpty {
+            out += "# trust 8021p: the ingress hook of each such interface puts 1, PCP, DEI (S-tags only) in the\n"
+            out += "# mark bits \(QoSMapCommand.Export.hex(carry)) (ebpf.pcp-carry-mask); the forward chain above maps them.\n"
+            out += "table netdev \(table) {\n  comment \"\(NFTIdentifier.marker)\"\n"
+            for name in tagged {
+                out += "  chain ingress_\(Self.chainSafe(name)) {\n"
+                out += "    type filter hook ingress device \(quoted(name)) priority -500; policy accept;\n"
+                out += clearCarry
+                // A C-tag's bit is the old CFI, not drop eligibility: DEI only from S-tags.
+                for (tpid, deis) in [("8021q", [0]), ("8021ad", [0, 1])] {
+                    for pcp in 0..<8 {
+                        for dei in deis {
+                            let v = (0x10 | UInt32(pcp << 1 | dei)) << carryShift & carry
+                            out += "    ether type \(tpid) vlan pcp \(pcp)"
+                                + (tpid == "8021ad" ? " vlan cfi \(dei)" : "")
+                                + " meta mark set meta mark | \(QoSMapCommand.Export.hex(v))\n"
+                        }
+                    }
+                }
+                out += "  }\n"
+            }
+            out += "}\n"
+        }
         text = out
+    }
+
+    /// An interface name as part of a chain name (letters, digits and _).
+    static func chainSafe(_ name: String) -> String {
+        String(name.map { $0.isASCII && ($0.isLetter || $0.isNumber) ? $0 : "_" })
     }
 
     /// A minimal IPv4 or IPv6 header plus UDP header with `dscp` and ECN 0.
