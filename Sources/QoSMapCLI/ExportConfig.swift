@@ -185,7 +185,9 @@ struct ExportConfig: Equatable {
                     // The same carry bits as qosmapd's ebpf datapath; the rest is the daemon's.
                     if case .mapping = value {
                         for (_, v, k) in pairs(value, "ebpf", allowed: []) where k == "pcp-carry-mask" {
-                            guard let m = yaml.integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else { continue }
+                            guard let m = yaml.integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else {
+                                continue
+                            }
                             let run = UInt32(m) >> UInt32(m).trailingZeroBitCount
                             guard run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else {
                                 yaml.error(

@@ -52,8 +52,11 @@ struct NFTRuleset {
             (0..<16).map { k in
                 let (pcp, dei) = (UInt8(k >> 1), k & 1 == 1)
                 let tci = UInt16(pcp) << 13 | (dei ? 0x1000 : 0)
-                var frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00]
-                frame += [UInt8(tci >> 8), UInt8(tci & 0xff)] + (family == .v4 ? [0x08, 0x00] : [0x86, 0xdd])
+                var frame: [UInt8] = [
+                    2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00,
+                ]
+                frame +=
+                    [UInt8(tci >> 8), UInt8(tci & 0xff)] + (family == .v4 ? [0x08, 0x00] : [0x86, 0xdd])
                 frame += Self.header(family, dscp: 0)
                 let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
                 var a = Action()
@@ -229,10 +232,13 @@ struct NFTRuleset {
         let tagged = named.filter { policies.policy(input: $0, output: nil).trust == .dot1p }
         // The netdev table of the same name is replaced too, so that one left
         // by an earlier export with 802.1p interfaces goes.
-        out += "table netdev \(table) { comment \"\(NFTIdentifier.marker)\"; }\ndelete table netdev \(table)\n"
+        out +=
+            "table netdev \(table) { comment \"\(NFTIdentifier.marker)\"; }\ndelete table netdev \(table)\n"
         if !tagged.isEmpty {
-            out += "# trust 8021p: the ingress hook of each such interface puts 1, PCP, DEI (S-tags only) in the\n"
-            out += "# mark bits \(QoSMapCommand.Export.hex(carry)) (ebpf.pcp-carry-mask); the forward chain above maps them.\n"
+            out +=
+                "# trust 8021p: the ingress hook of each such interface puts 1, PCP, DEI (S-tags only) in the\n"
+            out +=
+                "# mark bits \(QoSMapCommand.Export.hex(carry)) (ebpf.pcp-carry-mask); the forward chain above maps them.\n"
             out += "table netdev \(table) {\n  comment \"\(NFTIdentifier.marker)\"\n"
             for name in tagged {
                 out += "  chain ingress_\(Self.chainSafe(name)) {\n"
@@ -243,7 +249,8 @@ struct NFTRuleset {
                     for pcp in 0..<8 {
                         for dei in deis {
                             let v = (0x10 | UInt32(pcp << 1 | dei)) << carryShift & carry
-                            out += "    ether type \(tpid) vlan pcp \(pcp)"
+                            out +=
+                                "    ether type \(tpid) vlan pcp \(pcp)"
                                 + (tpid == "8021ad" ? " vlan cfi \(dei)" : "")
                                 + " meta mark set meta mark | \(QoSMapCommand.Export.hex(v))\n"
                         }

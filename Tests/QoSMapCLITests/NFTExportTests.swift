@@ -28,6 +28,22 @@ let nftTestConfigs: [(String, String)] = [
     ),
     ("nft-empty", "system-tables: false\n"),
     (
+        // Trust 8021p (qosmapd takes it with datapath: ebpf): a netdev ingress
+        // chain on lo, which exists wherever `nft -c` runs.
+        "nft-8021p",
+        """
+        system-tables: false
+        datapath: ebpf
+        interfaces:
+          lo: {trust: 8021p, inbound-domain: 5p3d}
+          out1: {outbound-domain: site}
+        actions:
+          mark: {mask: 0xff}
+          priority: true
+        ebpf: {pcp-carry-mask: 0x1f00}
+        """
+    ),
+    (
         "nft-markonly-5p3d",
         """
         system-tables: false
