@@ -15,7 +15,10 @@ import Testing
 
 @Test(arguments: [
     ("queues: [70000]\n", "x.yaml:1:10: invalid queue number '70000'; allowed: 0-65535"),
-    ("trust: 8021p\n", "x.yaml:1:8: invalid trust mode '8021p'; allowed: none, dscp, ip-precedence (8021p: per interface, with datapath: ebpf)"),
+    (
+        "trust: 8021p\n",
+        "x.yaml:1:8: invalid trust mode '8021p'; allowed: none, dscp, ip-precedence (8021p: per interface, with datapath: ebpf)"
+    ),
     (
         "actions:\n  mark: {mask: 0x7}\n",
         "x.yaml:2:16: invalid mark mask 0x7; allowed: one run of 6 to 32 contiguous bits, e.g. 0x3f or 0xfc00"
