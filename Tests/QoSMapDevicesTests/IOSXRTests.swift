@@ -35,52 +35,17 @@ import Testing
 
 /// Shared fixtures of the IOS-XR and Linux export tests.
 enum XRFixtures {
-    static let dataDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Data")
-
-    /// The built-ins plus `site` (Data/tables/site.yaml).
-    static func tables() throws -> TableSet {
-        let path = dataDirectory.appendingPathComponent("tables/site.yaml").path
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        return try TableLoader.load([TableSource(path: "site.yaml", text: text)], onto: TableLoader.builtIn)
-    }
-
-    static func domain(_ name: String) throws -> DSDomain {
-        try #require(try tables().domains[name])
-    }
-
-    /// What `qosmap export FORMAT --config Data/config/qosmapd.yaml` requests:
-    /// domains default, site, 5p3d and the three interfaces.
+    static var dataDirectory: URL { DeviceFixtures.dataDirectory }
+    static func tables() throws -> TableSet { try DeviceFixtures.tables() }
+    static func domain(_ name: String) throws -> DSDomain { try DeviceFixtures.domain(name) }
     static func configRequest(_ format: String) throws -> ExportRequest {
-        ExportRequest(
-            domains: [try domain("default"), try domain("site"), try domain("5p3d")],
-            bindings: [
-                DeviceBinding(
-                    interface: "Ethernet0", trust: .dscp, inboundDomain: "site", outboundDomain: "default"),
-                DeviceBinding(
-                    interface: "Ethernet4", trust: .dscp, inboundDomain: "default", outboundDomain: "5p3d"),
-                DeviceBinding(
-                    interface: "Ethernet8", trust: .none, inboundDomain: "default", outboundDomain: "default"),
-            ],
-            command: "qosmap export \(format) --config qosmapd.yaml")
+        try DeviceFixtures.configRequest(format)
     }
-
-    /// Compares with Data/golden/NAME; `QOSMAP_UPDATE_GOLDEN=1` rewrites it.
     static func expectGolden(
         _ actual: String, _ name: String, sourceLocation: SourceLocation = #_sourceLocation
     )
         throws
-    {
-        let url = dataDirectory.appendingPathComponent("golden").appendingPathComponent(name)
-        if ProcessInfo.processInfo.environment["QOSMAP_UPDATE_GOLDEN"] == "1" {
-            try FileManager.default.createDirectory(
-                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try actual.write(to: url, atomically: true, encoding: .utf8)
-            return
-        }
-        let expected = try String(contentsOf: url, encoding: .utf8)
-        #expect(actual == expected, "golden \(name) differs", sourceLocation: sourceLocation)
-    }
+    { try DeviceFixtures.expectGolden(actual, name, sourceLocation: sourceLocation) }
 }
 
 /// A parsed IOS-XR export: class-maps and policy-maps by name.

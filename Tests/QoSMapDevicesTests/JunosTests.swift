@@ -99,31 +99,13 @@ private enum JunosData {
     static func text(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
 
     /// The built-ins with `site` loaded onto them.
-    static func tables() throws -> TableSet {
-        let path = data + "/tables/site.yaml"
-        return try TableLoader.load(
-            [TableSource(path: path, text: try text(path))], onto: TableLoader.builtIn)
-    }
+    static func tables() throws -> TableSet { try DeviceFixtures.tables() }
 
-    static func domain(_ name: String) throws -> DSDomain {
-        try #require(try tables().domains[name])
-    }
+    static func domain(_ name: String) throws -> DSDomain { try DeviceFixtures.domain(name) }
 
     /// The request `--config Data/config/qosmapd.yaml` gives (the CLI test
     /// `JunosDeviceDiffTests.exportConfigMatchesGolden` checks that it does).
-    static func configRequest() throws -> ExportRequest {
-        ExportRequest(
-            domains: [try domain("default"), try domain("site"), try domain("5p3d")],
-            bindings: [
-                DeviceBinding(
-                    interface: "Ethernet0", trust: .dscp, inboundDomain: "site", outboundDomain: "default"),
-                DeviceBinding(
-                    interface: "Ethernet4", trust: .dscp, inboundDomain: "default", outboundDomain: "5p3d"),
-                DeviceBinding(
-                    interface: "Ethernet8", trust: .none, inboundDomain: "default", outboundDomain: "default"),
-            ],
-            command: "qosmap export junos --config qosmapd.yaml")
-    }
+    static func configRequest() throws -> ExportRequest { try DeviceFixtures.configRequest("junos") }
 
     /// Compares with Data/golden/NAME, or writes it with QOSMAP_UPDATE_GOLDEN=1.
     static func golden(_ actual: String, _ name: String, sourceLocation: SourceLocation = #_sourceLocation)

@@ -11,41 +11,13 @@ private let sonicData = URL(fileURLWithPath: #filePath).deletingLastPathComponen
 /// Compares with Data/golden/NAME, or rewrites it under QOSMAP_UPDATE_GOLDEN=1.
 private func sonicGolden(_ actual: String, _ name: String, sourceLocation: SourceLocation = #_sourceLocation)
     throws
-{
-    let url = sonicData.appendingPathComponent("golden").appendingPathComponent(name)
-    if ProcessInfo.processInfo.environment["QOSMAP_UPDATE_GOLDEN"] == "1" {
-        try FileManager.default.createDirectory(
-            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try actual.write(to: url, atomically: true, encoding: .utf8)
-        return
-    }
-    let expected = try String(contentsOf: url, encoding: .utf8)
-    #expect(actual == expected, "golden \(name) differs", sourceLocation: sourceLocation)
-}
+{ try DeviceFixtures.expectGolden(actual, name, sourceLocation: sourceLocation) }
 
 /// The built-in domains plus `site` (Data/tables/site.yaml).
-private func sonicDomains() throws -> DomainSet {
-    let path = sonicData.appendingPathComponent("tables/site.yaml").path
-    let text = try String(contentsOfFile: path, encoding: .utf8)
-    return try TableLoader.load([TableSource(path: path, text: text)]).domains
-}
+private func sonicDomains() throws -> DomainSet { try DeviceFixtures.tables().domains }
 
-/// What Data/config/qosmapd.yaml gives `qosmap export --config`: domains in
-/// the CLI's order (the config's domain, then each interface's in name order).
-private func sonicConfigRequest() throws -> ExportRequest {
-    let all = try sonicDomains()
-    let domains = try ["default", "site", "5p3d"].map { try #require(all[$0]) }
-    return ExportRequest(
-        domains: domains,
-        bindings: [
-            DeviceBinding(
-                interface: "Ethernet0", trust: .dscp, inboundDomain: "site", outboundDomain: "default"),
-            DeviceBinding(
-                interface: "Ethernet4", trust: .dscp, inboundDomain: "default", outboundDomain: "5p3d"),
-            DeviceBinding(
-                interface: "Ethernet8", trust: .none, inboundDomain: "default", outboundDomain: "default"),
-        ])
-}
+/// What Data/config/qosmapd.yaml gives `qosmap export --config`.
+private func sonicConfigRequest() throws -> ExportRequest { try DeviceFixtures.configRequest("sonic") }
 
 /// The JSON as Foundation reads it: an independent check of the writer.
 private func foundationJSON(_ text: String) throws -> [String: [String: [String: String]]] {
