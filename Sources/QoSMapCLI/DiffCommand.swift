@@ -91,7 +91,8 @@ extension QoSMapCommand {
                 }
                 let base = try other ?? resolveDomain("default", in: set)
                 let imported = try DeviceFile.read(format, path: path, map: map)
-                let (domain, lines) = imported.completed(base: base, name: "\(format):\(imported.name)")
+                var (domain, lines) = imported.completed(base: base, name: "\(format):\(imported.name)")
+                domain.origin = .file(path)
                 notes += (imported.unmapped + lines).map { "\(format) \(path): \($0)" }
                 return (domain, set)
             }
