@@ -154,7 +154,13 @@ enum DeviceFile {
         guard let importer = format.importer else {
             throw UsageError("invalid format '\(format)' for import; allowed: sonic, junos")
         }
-        let text = try TableFiles.source(atPath: path).text
+        let text: String
+        do {
+            text = try TableLoader.source(atPath: path).text
+        } catch {
+            // The loader words it for table files; this is a device's file.
+            throw DataError(error.description.replacingOccurrences(of: "table file", with: "\(format) file"))
+        }
         let all: [ImportedDomain]
         do {
             all = try importer.parse(text, file: path)

@@ -86,3 +86,66 @@ func item9_unreadableAndMissingPathsNameTheErrno() throws {
         missing.err
             == "\(dir.path)/missing.yaml:1:1: cannot read table file: No such file or directory (errno 2)\n")
 }
+
+/// Device export and import: each bad token is one line with the right status.
+@Suite("qosmap export/import device errors")
+struct DeviceCommandErrorTests {
+    @Test(arguments: [
+        (
+            ["import", "sonic", "/nonexistent/leaf.json"], 65,
+            "/nonexistent/leaf.json:1:1: cannot read sonic file: No such file or directory (errno 2)\n"
+        ),
+        (
+            ["import", "iosxr", "x.conf"], 64,
+            "qosmap: error: invalid format 'iosxr' for import; allowed: sonic, junos\n"
+        ),
+        (
+            ["import", "sonic", "x.json", "--name", "9lives"], 64,
+            "qosmap: error: invalid --name '9lives'; allowed: a letter, then up to 63 letters, digits, - and _\n"
+        ),
+        (
+            ["export", "sonic", "--mask", "0x3f"], 64,
+            "qosmap: error: --mask applies to nft only; allowed with sonic: --domain, --config, --strict\n"
+        ),
+        (
+            ["export", "nft", "--strict"], 64,
+            "qosmap: error: --strict applies to device formats only; allowed: sonic, junos, iosxr, linux\n"
+        ),
+        (
+            ["diff", "default"], 64,
+            "qosmap: error: missing B; allowed: a domain name, a table file, FORMAT:FILE, --sonic FILE or --junos FILE\n"
+        ),
+        (
+            ["diff", "default", "5p3d", "--map", "x"], 64,
+            "qosmap: error: --map applies to a device file; allowed with sonic:FILE, junos:FILE, --sonic, --junos\n"
+        ),
+    ])
+    func oneLine(args: [String], status: Int32, message: String) {
+        // Parse and run as `QoSMapCommand.run` does (import is no TextCommand).
+        var got = (status: Int32(0), err: "")
+        do {
+            var command = try QoSMapCommand.parse(args)
+            try command.run()
+        } catch {
+            let report = QoSMapCommand.report(for: error, json: false)
+            got = (report.status, report.text + "\n")
+        }
+        #expect(got.status == status)
+        #expect(got.err == message)
+    }
+
+    /// `--strict` refuses a lossy export with no output; without it the
+    /// export is written and the losses go to stderr.
+    @Test func strictRefusesLossyExports() {
+        let strict = qosmapInProcess(["export", "sonic", "--domain", "5p3d", "--strict"])
+        #expect(strict.status == 65)
+        #expect(strict.out.isEmpty)
+        #expect(
+            strict.err.hasPrefix(
+                "export sonic: --strict and the format cannot hold everything: domain 5p3d: "))
+        // Without --strict the same export is written (its losses go to stderr).
+        let loose = qosmapInProcess(["export", "sonic", "--domain", "5p3d"])
+        #expect(loose.status == 0)
+        #expect(loose.out.hasPrefix("{"))
+    }
+}
