@@ -122,10 +122,10 @@ extension QoSMapCommand {
         func exportConfig(_ path: String) throws -> String {
             let config = try ExportConfig.load(path: path)
             if config.interfaces.values.contains(where: { $0.trust == .dot1p }), let mark = config.mark,
-                mark.mask & config.carryMask != 0
+                mark.mask & config.carry.mask != 0
             {
                 throw DataError(
-                    "\(path): pcp-carry-mask \(Self.hex(config.carryMask)) overlaps actions.mark mask \(Self.hex(mark.mask)); allowed: disjoint bits"
+                    "\(path): pcp-carry-mask \(Self.hex(config.carry.mask)) overlaps actions.mark mask \(Self.hex(mark.mask)); allowed: disjoint bits"
                 )
             }
             let policies = try ExportPolicies(

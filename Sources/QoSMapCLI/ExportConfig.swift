@@ -41,7 +41,7 @@ struct ExportConfig: Equatable {
     var ruleInterfaces: [String]?
     /// `ebpf.pcp-carry-mask`: the mark bits that carry PCP and DEI from the
     /// ingress of a `trust: 8021p` interface to the forward hook.
-    var carryMask: UInt32 = 0xf800_0000
+    var carry = PCPCarry.default
 
     /// The egress interfaces whose packets qosmapd marks, nil for all: with
     /// `rules: install`, `rules.interfaces`, else the names under `interfaces:`
@@ -188,15 +188,14 @@ struct ExportConfig: Equatable {
                             guard let m = yaml.integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else {
                                 continue
                             }
-                            let run = UInt32(m) >> UInt32(m).trailingZeroBitCount
-                            guard run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else {
+                            guard let carry = PCPCarry(mask: UInt32(m)) else {
                                 yaml.error(
                                     v,
-                                    "invalid pcp-carry-mask 0x\(String(m, radix: 16)); allowed: one run of 5 or more contiguous bits, e.g. 0xf8000000"
+                                    "invalid pcp-carry-mask 0x\(String(m, radix: 16)); allowed: \(PCPCarry.allowed)"
                                 )
                                 continue
                             }
-                            config.carryMask = UInt32(m)
+                            config.carry = carry
                         }
                     }
                 default: break  // queues, queue, metrics: the daemon's alone

@@ -45,26 +45,24 @@ struct NFTRuleset {
         // The mark-only split moves the DSCP write to nft; here nft does it all.
         let rewrite = config.rewriteDSCP || config.markOnly
 
+        /// What the engine's `result` asks of nft; `newDSCP` is nil when the
+        /// DSCP is left as it is.
+        func action(_ result: RemarkResult, _ policy: MarkingPolicy, newDSCP: UInt8?) -> Action {
+            var a = Action()
+            if rewrite { a.dscp = newDSCP }
+            if let encoding = config.mark { a.mark = encoding.value(for: result.treatment) }
+            if config.priority { a.priority = policy.egress.pcp(for: result.treatment).rawValue }
+            return a
+        }
+
         /// The actions for a frame tagged PCP/DEI (index `PCP << 1 | DEI`) under
-        /// a trust-8021p policy: `PacketMarker` on a tagged Ethernet frame (an
-        /// S-tag for DEI 1, whose DEI alone means drop eligibility).
+        /// a trust-8021p policy. The DSCP is written whatever the packet
+        /// carried (0 in the probe), so it is always set.
         func tagActions(_ policy: MarkingPolicy, _ family: Family) -> [Action] {
             (0..<16).map { k in
-                let (pcp, dei) = (UInt8(k >> 1), k & 1 == 1)
-                let tci = UInt16(pcp) << 13 | (dei ? 0x1000 : 0)
-                var frame: [UInt8] = [
-                    2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00,
-                ]
-                frame +=
-                    [UInt8(tci >> 8), UInt8(tci & 0xff)] + (family == .v4 ? [0x08, 0x00] : [0x86, 0xdd])
-                frame += Self.header(family, dscp: 0)
+                var frame = ProbeFrame.tagged(pcp: UInt8(k >> 1), dei: k & 1 == 1, ipv6: family == .v6)
                 let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
-                var a = Action()
-                // The DSCP is written whatever the packet carried (0 here), so always set it.
-                if rewrite, let new = result.newDSCP?.rawValue { a.dscp = new }
-                if let encoding = config.mark { a.mark = encoding.value(for: result.treatment) }
-                if config.priority { a.priority = policy.egress.pcp(for: result.treatment).rawValue }
-                return a
+                return action(result, policy, newDSCP: result.newDSCP?.rawValue)
             }
         }
 
@@ -72,35 +70,18 @@ struct NFTRuleset {
             (0..<64).map { d in
                 var packet = Self.header(family, dscp: UInt8(d))
                 let result = PacketMarker.remark(&packet, format: .ip, policy: policy)
-                var a = Action()
-                if rewrite, let new = result.newDSCP?.rawValue, new != UInt8(d) { a.dscp = new }
-                if let encoding = config.mark { a.mark = encoding.value(for: result.treatment) }
-                if config.priority { a.priority = policy.egress.pcp(for: result.treatment).rawValue }
-                return a
+                let new = result.newDSCP?.rawValue
+                return action(result, policy, newDSCP: new == UInt8(d) ? nil : new)
             }
         }
 
         var chains = Set<String>()
         var bodies: [String: String] = [:]
-        let carry = config.carryMask
-        let carryShift = UInt32(carry.trailingZeroBitCount)
-        let clearCarry = "    meta mark set meta mark & \(QoSMapCommand.Export.hex(~carry))\n"
-        /// The chain for action `a`; with `clearing`, one that first clears
-        /// the 802.1p carry bits (a packet classified by them).
-        func verdict(_ a: Action, _ f: Family, clearing: Bool = false) -> String {
-            if clearing {
-                guard !a.isEmpty else {
-                    chains.insert("clear_carry")
-                    bodies["clear_carry"] = clearCarry
-                    return "goto clear_carry"
-                }
-                let inner = verdict(a, f)
-                let name = "c_" + inner.dropFirst("goto ".count)
-                chains.insert(name)
-                bodies[name] = clearCarry + (bodies[String(inner.dropFirst("goto ".count))] ?? "")
-                return "goto \(name)"
-            }
-            guard !a.isEmpty else { return "accept" }
+        let carry = config.carry
+        let clearCarry = "    meta mark set meta mark & \(QoSMapCommand.Export.hex(~carry.mask))\n"
+        /// The chain that applies `a` (name and body); nil when there is nothing to do.
+        func chain(_ a: Action, _ f: Family) -> (name: String, body: String)? {
+            guard !a.isEmpty else { return nil }
             var name = f.keyword
             var body = ""
             if let d = a.dscp {
@@ -116,6 +97,21 @@ struct NFTRuleset {
                 name += "_p\(p)"
                 body += "    meta priority set 0:\(p)\n"
             }
+            return (name, body)
+        }
+        /// The verdict for action `a`; with `clearing`, through a chain that
+        /// first clears the 802.1p carry bits (a packet classified by them).
+        func verdict(_ a: Action, _ f: Family, clearing: Bool = false) -> String {
+            var target = chain(a, f)
+            if clearing {
+                // The plain chain is declared too, as the export always has.
+                if let plain = target {
+                    chains.insert(plain.name)
+                    bodies[plain.name] = plain.body
+                }
+                target = target.map { ("c_" + $0.name, clearCarry + $0.body) } ?? ("clear_carry", clearCarry)
+            }
+            guard let (name, body) = target else { return "accept" }
             chains.insert(name)
             bodies[name] = body
             return "goto \(name)"
@@ -150,11 +146,14 @@ struct NFTRuleset {
                 // Tagged frames: the ingress chain put 1, PCP, DEI in the carry bits.
                 for f in Family.allCases {
                     let elements = tagActions(policy, f).enumerated().map {
-                        QoSMapCommand.Export.hex((0x10 | UInt32($0.offset)) << carryShift & carry) + " : "
+                        QoSMapCommand.Export.hex(
+                            carry.value(pcp: UInt8($0.offset >> 1), dei: $0.offset & 1 == 1))
+                            + " : "
                             + verdict($0.element, f, clearing: true)
                     }
                     body += vmap(
-                        "meta nfproto \(f.nfproto) meta mark & \(QoSMapCommand.Export.hex(carry))", elements,
+                        "meta nfproto \(f.nfproto) meta mark & \(QoSMapCommand.Export.hex(carry.mask))",
+                        elements,
                         indent: "    ")
                 }
                 // Untagged: no carry; the DSCP tables below hold the engine's fallback.
@@ -238,7 +237,7 @@ struct NFTRuleset {
             out +=
                 "# trust 8021p: the ingress hook of each such interface puts 1, PCP, DEI (S-tags only) in the\n"
             out +=
-                "# mark bits \(QoSMapCommand.Export.hex(carry)) (ebpf.pcp-carry-mask); the forward chain above maps them.\n"
+                "# mark bits \(QoSMapCommand.Export.hex(carry.mask)) (ebpf.pcp-carry-mask); the forward chain above maps them.\n"
             out += "table netdev \(table) {\n  comment \"\(NFTIdentifier.marker)\"\n"
             for name in tagged {
                 out += "  chain ingress_\(Self.chainSafe(name)) {\n"
@@ -248,7 +247,7 @@ struct NFTRuleset {
                 for (tpid, deis) in [("8021q", [0]), ("8021ad", [0, 1])] {
                     for pcp in 0..<8 {
                         for dei in deis {
-                            let v = (0x10 | UInt32(pcp << 1 | dei)) << carryShift & carry
+                            let v = carry.value(pcp: UInt8(pcp), dei: dei == 1)
                             out +=
                                 "    ether type \(tpid) vlan pcp \(pcp)"
                                 + (tpid == "8021ad" ? " vlan cfi \(dei)" : "")
@@ -270,18 +269,6 @@ struct NFTRuleset {
 
     /// A minimal IPv4 or IPv6 header plus UDP header with `dscp` and ECN 0.
     static func header(_ family: Family, dscp: UInt8) -> [UInt8] {
-        switch family {
-        case .v4:
-            var h: [UInt8] = [0x45, dscp << 2, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 19, 0, 1]
-            h += [0, 1, 0, 2, 0, 8, 0, 0]
-            return h
-        case .v6:
-            let tc = dscp << 2
-            var h: [UInt8] = [0x60 | tc >> 4, (tc & 0xF) << 4, 0, 0, 0, 8, 17, 64]
-            h += [0xFD] + [UInt8](repeating: 0, count: 14) + [1]
-            h += [0xFD] + [UInt8](repeating: 0, count: 14) + [2]
-            h += [0, 1, 0, 2, 0, 8, 0, 0]
-            return h
-        }
+        ProbeFrame.ip(ipv6: family == .v6, dscp: dscp)
     }
 }

@@ -72,3 +72,33 @@ public struct MarkEncoding: Sendable, Equatable {
         return Treatment(ServiceClass(rawValue: UInt8((f >> 2) & 7))!, color)
     }
 }
+
+/// The skb mark bits that carry an 802.1p tag (1, PCP, DEI) from the ingress
+/// of a `trust: 8021p` interface to the egress decision: qosmapd's
+/// `ebpf.pcp-carry-mask`, which the nft export uses the same way. The C side
+/// (`Bpf/qosmap.bpf.c`, `qm_config`) computes the same value.
+public struct PCPCarry: Sendable, Equatable {
+    /// Contiguous bits, at least 5.
+    public let mask: UInt32
+    /// The mask's lowest bit.
+    public var shift: UInt32 { UInt32(mask.trailingZeroBitCount) }
+
+    /// The mark's top five bits.
+    public static let `default` = PCPCarry(checked: 0xf800_0000)
+    /// What a mask may be, for error messages.
+    public static let allowed = "one run of 5 or more contiguous bits, e.g. 0xf8000000"
+
+    /// A carry in `mask`; nil unless it is one run of 5 or more contiguous bits.
+    public init?(mask: UInt32) {
+        let run = mask >> mask.trailingZeroBitCount
+        guard mask != 0, run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else { return nil }
+        self.mask = mask
+    }
+
+    private init(checked mask: UInt32) { self.mask = mask }
+
+    /// The carried bits for a tag: 1, PCP, DEI in the mask's low five bits.
+    public func value(pcp: UInt8, dei: Bool) -> UInt32 {
+        (0x10 | UInt32(pcp & 7) << 1 | (dei ? 1 : 0)) << shift & mask
+    }
+}

@@ -73,9 +73,7 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `ebpf: {pcp-carry-mask:}`: the skb mark bits (5 or more, contiguous)
     /// that carry a tag's PCP and DEI from the ingress classifier of a
     /// `trust: 8021p` interface to egress; cleared there.
-    public var ebpfCarryMask: UInt32 = DaemonConfig.defaultCarryMask
-    /// The default `pcp-carry-mask`: the mark's top five bits.
-    public static let defaultCarryMask: UInt32 = 0xf800_0000
+    public var ebpfCarryMask: UInt32 = PCPCarry.default.mask
 
     /// Where each domain name was written, to report unknown ones in place.
     public var domainReferences: [TableDiagnostic] = []
@@ -366,16 +364,11 @@ struct ConfigParser {
                     if k == "pcp-carry-mask" {
                         carryMaskNode = v
                         guard let m = integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else { continue }
-                        let mask = UInt32(m)
-                        let run = mask >> mask.trailingZeroBitCount
-                        guard run & (run &+ 1) == 0, run.nonzeroBitCount >= 5 else {
-                            error(
-                                v,
-                                "invalid pcp-carry-mask \(hex(mask)); allowed: one run of 5 or more contiguous bits, e.g. 0xf8000000"
-                            )
+                        guard let carry = PCPCarry(mask: UInt32(m)) else {
+                            error(v, "invalid pcp-carry-mask \(hex(UInt32(m))); allowed: \(PCPCarry.allowed)")
                             continue
                         }
-                        config.ebpfCarryMask = mask
+                        config.ebpfCarryMask = carry.mask
                     } else {
                         config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
                     }

@@ -158,9 +158,7 @@ public struct EBPFTables: Sendable, Equatable {
     static func entry(_ dscp: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig) throws(ConfigError)
         -> EBPFEntry
     {
-        var header: [UInt8] = [
-            0x45, dscp << 2, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
-        ]
+        var header = ProbeFrame.ip(ipv6: false, dscp: dscp)
         let result = PacketMarker.remark(&header, format: .ip, policy: policy)
         guard result.status == .rewritten || result.status == .unchanged else {
             throw ConfigError(file: "config", "datapath ebpf: DSCP \(dscp) cannot be classified")
@@ -169,22 +167,19 @@ public struct EBPFTables: Sendable, Equatable {
     }
 
     /// The entry for a frame tagged with this PCP and DEI under a trust-8021p
-    /// policy: ``PacketMarker`` remarks an Ethernet frame with a tag (VID 0;
-    /// an 802.1ad S-tag for DEI 1, as only an S-tag's DEI means drop
-    /// eligibility; the classifier carries DEI only from S-tags) and an IPv4
-    /// header, and the DSCP it writes is the entry's.
+    /// policy: ``PacketMarker`` remarks ``ProbeFrame/tagged(pcp:dei:ipv6:)``
+    /// (the classifier, like the engine, carries DEI only from S-tags), and
+    /// the DSCP it writes is the entry's.
     static func entry(pcp: UInt8, dei: Bool, _ policy: MarkingPolicy, _ config: DaemonConfig)
         throws(ConfigError)
         -> EBPFEntry
     {
-        let tci = UInt16(pcp) << 13 | (dei ? 0x1000 : 0)
-        var frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, dei ? 0x88 : 0x81, dei ? 0xa8 : 0x00]
-        frame += [UInt8(tci >> 8), UInt8(tci & 0xff), 0x08, 0]
-        frame += [0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]
+        var frame = ProbeFrame.tagged(pcp: pcp, dei: dei, ipv6: false)
         let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
         guard result.status == .rewritten || result.status == .unchanged else {
             throw ConfigError(file: "config", "datapath ebpf: PCP \(pcp) DEI \(dei) cannot be classified")
         }
+        // The IPv4 TOS byte is at 14 + 4 (tag) + 1.
         return entry(result.treatment, newDSCP: frame[19] >> 2, policy, config)
     }
 
