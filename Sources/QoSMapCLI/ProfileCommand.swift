@@ -92,11 +92,12 @@ extension QoSMapCommand {
                     + p.rows.map { row in
                         [row.name]
                             + keys.map { k in
-                                row[k].map { cellText(k, $0) + (row.isDerived(k) ? derivedMark : "") } ?? "-"
+                                row[k].map { cellText(k, $0) + cellMark(row, k) } ?? "-"
                             }
                     }
                 lines.append(table(rows, indent: "  "))
                 if p.rows.contains(where: { !$0.derived.isEmpty }) { lines.append(derivedLegend) }
+                if p.rows.contains(where: { !$0.unverified.isEmpty }) { lines.append(unverifiedLegend) }
                 print(lines.joined(separator: "\n"))
             }
         }
@@ -109,6 +110,20 @@ let derivedMark = "\u{2020}"
 /// The legend line for ``derivedMark``.
 let derivedLegend =
     "\(derivedMark) qosmap's choice, not the standard's value (the profile file's comments say why)"
+
+/// The mark after a cell that no readable copy of the standard confirmed.
+let unverifiedMark = "\u{2021}"
+
+/// The legend line for ``unverifiedMark``.
+let unverifiedLegend =
+    "\(unverifiedMark) not confirmed by a readable copy of the standard (the profile file's comments say what was searched)"
+
+/// The mark a cell carries: ``derivedMark``, ``unverifiedMark`` or none.
+func cellMark(_ row: ProfileRow, _ key: String) -> String {
+    if row.isDerived(key) { return derivedMark }
+    if row.isUnverified(key) { return unverifiedMark }
+    return ""
+}
 
 /// A DSCP cell with its PHB name, others as they are.
 func cellText(_ key: String, _ value: ProfileValue) -> String {
@@ -134,7 +149,9 @@ func resolveProfile(_ name: String, in set: TableSet) throws -> Profile {
 }
 
 /// One profile row as JSON: `name`, `aliases` when any, then every column,
-/// then `derived` (`{"dscp": true}`) when some cells are qosmap's choice.
+/// then `derived` (`{"dscp": true}`) when some cells are qosmap's choice and
+/// `unverified` (`{"release": true}`) when no readable copy of the standard
+/// confirmed some cells.
 struct ProfileRowJSON: Encodable {
     var row: ProfileRow
     /// Columns that hold a list in some row of the profile: always written as lists.
@@ -170,6 +187,10 @@ struct ProfileRowJSON: Encodable {
         if !row.derived.isEmpty {
             var d = c.nestedContainer(keyedBy: Key.self, forKey: Key("derived"))
             for key in row.derived { try d.encode(true, forKey: Key(key)) }
+        }
+        if !row.unverified.isEmpty {
+            var u = c.nestedContainer(keyedBy: Key.self, forKey: Key("unverified"))
+            for key in row.unverified { try u.encode(true, forKey: Key(key)) }
         }
     }
 }

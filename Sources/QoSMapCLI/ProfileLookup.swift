@@ -98,7 +98,9 @@ extension QoSMapCommand.Lookup {
                 json.application = matchedApplication
                 print(jsonText(json))
             } else {
-                print("profile \(p.name): \(row.name): \(summary(row))")
+                let details = summary(row)
+                print("profile \(p.name): \(row.name): \(details)")
+                if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
                 print(
                     "profile \(p.name) gives no DSCP or 802.1p for '\(row.name)'; nothing to map in domain \(d.name)"
                 )
@@ -123,6 +125,7 @@ extension QoSMapCommand.Lookup {
         )
         let details = summary(row)
         if !details.isEmpty { print("  \(details)") }
+        if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
         if !others.isEmpty { print("  also: dscp " + others.map(\.description).joined(separator: ", ")) }
         if !mark.isEmpty { print("  \(derivedLegend)") }
         print("domain \(d.name): dscp \(dscp) -> service class \(t.serviceClass.name), color \(t.color.name)")
@@ -163,6 +166,7 @@ extension QoSMapCommand.Lookup {
         )
         let details = summary(row)
         if !details.isEmpty { print("  \(details)") }
+        if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
         print(
             "domain \(d.name): 802.1p \(pcp.rawValue) -> service class \(t.serviceClass.name), color \(t.color.name)"
         )
@@ -174,7 +178,7 @@ extension QoSMapCommand.Lookup {
     func summary(_ row: ProfileRow) -> String {
         let skip: Set<String> = ["trafficCharacteristics", "description", "note", "source", "dscp", "via"]
         return row.columns.filter { !skip.contains($0.key) }
-            .map { "\($0.key) \(cellText($0.key, $0.value))\(row.isDerived($0.key) ? derivedMark : "")" }
+            .map { "\($0.key) \(cellText($0.key, $0.value))\(cellMark(row, $0.key))" }
             .joined(separator: ", ")
     }
 }

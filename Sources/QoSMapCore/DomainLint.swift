@@ -43,7 +43,7 @@ public enum DomainLint {
         ("af-drop-order", "RFC 2597 §2", "AFx1, AFx2, AFx3 have non-decreasing drop precedence"),
         ("le-below-be", "RFC 8622 §4", "LE (DSCP 1) is not treated better than BE (DSCP 0)"),
         ("cs6-cs7-kept", "RFC 2474 §4.2.2.2", "CS6 and CS7 are not bleached to BE"),
-        ("va-with-ef", "RFC 5865 §2", "VOICE-ADMIT (DSCP 44) is treated like EF"),
+        ("va-with-ef", "RFC 5865 §4", "VOICE-ADMIT (DSCP 44) is treated like EF"),
         ("round-trip", "RFC 2474 §3", "every class is written with a value that classifies back to it"),
         ("reference-default", "reference tables 1-4", "the cell equals the reference's default domain"),
     ]

@@ -65,20 +65,28 @@ public struct ProfileRow: Sendable, Equatable {
     /// The columns whose cells are qosmap's choice, not the standard's value
     /// (such as the 5QI DSCP, which 3GPP does not define), in file order.
     public var derived: [String]
+    /// The columns whose cells no readable copy of the standard confirmed
+    /// (the profile file's comments say what was searched), in file order.
+    public var unverified: [String]
 
     /// Creates a row.
     public init(
         name: String, aliases: [String] = [], columns: [(key: String, value: ProfileValue)],
-        derived: [String] = []
+        derived: [String] = [], unverified: [String] = []
     ) {
         self.name = name
         self.aliases = aliases
         self.columns = columns
         self.derived = derived
+        self.unverified = unverified
     }
 
     /// Whether the cell in column `key` is qosmap's choice rather than the standard's value.
     public func isDerived(_ key: String) -> Bool { derived.contains(key) }
+
+    /// Whether the cell in column `key` is the standard's value as far as
+    /// known, but not confirmed by a readable copy of it.
+    public func isUnverified(_ key: String) -> Bool { unverified.contains(key) }
 
     /// The row's `applications`, as text.
     public var applications: [String] {
@@ -136,6 +144,7 @@ public struct ProfileRow: Sendable, Equatable {
     public static func == (a: ProfileRow, b: ProfileRow) -> Bool {
         a.name == b.name && a.aliases == b.aliases && a.columns.map(\.key) == b.columns.map(\.key)
             && a.columns.map(\.value) == b.columns.map(\.value) && a.derived == b.derived
+            && a.unverified == b.unverified
     }
 }
 

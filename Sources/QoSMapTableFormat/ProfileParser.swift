@@ -49,7 +49,7 @@ enum ProfileColumn {
         "supersededBy": .text, "via": .text, "trafficType": .text,
     ]
 
-    static var allowedKeys: [String] { ["derived", "name"] + all.keys.sorted() }
+    static var allowedKeys: [String] { ["derived", "name", "unverified"] + all.keys.sorted() }
 }
 
 enum ProfileParser {
@@ -119,16 +119,17 @@ enum ProfileParser {
         return seq.compactMap { ctx.scalar($0, "text in \(what)") }
     }
 
-    /// The column names of a `derived` list, each with its node for diagnostics.
-    static func derivedKeys(_ node: Node, ctx: inout YAMLContext) -> [(String, Node)] {
+    /// The column names of a `derived` (or `unverified`) list, each with its node for diagnostics.
+    static func derivedKeys(_ node: Node, key: String = "derived", ctx: inout YAMLContext) -> [(String, Node)]
+    {
         if case .scalar(let s) = node { return [(s.string, node)] }
         guard case .sequence(let seq) = node else {
             ctx.error(
                 node,
-                "expected derived (a column name or a sequence of column names), found a \(node.kindName)")
+                "expected \(key) (a column name or a sequence of column names), found a \(node.kindName)")
             return []
         }
-        return seq.compactMap { item in ctx.scalar(item, "a column name in 'derived'").map { ($0, item) } }
+        return seq.compactMap { item in ctx.scalar(item, "a column name in '\(key)'").map { ($0, item) } }
     }
 
     static func parseRow(_ node: Node, ctx: inout YAMLContext) -> ProfileRow? {
@@ -142,9 +143,14 @@ enum ProfileParser {
         var dscpNode: Node?
         var phbNode: Node?
         var derivedNode: Node?
+        var unverifiedNode: Node?
         for pair in pairs where pair.name != "name" {
             if pair.name == "derived" {
                 derivedNode = pair.value
+                continue
+            }
+            if pair.name == "unverified" {
+                unverifiedNode = pair.value
                 continue
             }
             guard let column = ProfileColumn.all[pair.name] else {
@@ -173,6 +179,26 @@ enum ProfileParser {
                     continue
                 }
                 if !row.isDerived(key) { row.derived.append(key) }
+            }
+        }
+        // `unverified: [column, ...]`: cells no readable copy of the standard
+        // confirmed; shown marked so they never pass for a checked value.
+        if let unverifiedNode {
+            for (key, keyNode) in derivedKeys(unverifiedNode, key: "unverified", ctx: &ctx) {
+                guard row[key] != nil else {
+                    ctx.error(
+                        keyNode,
+                        "unverified column '\(key)' is not a column of row '\(name)'; its columns: "
+                            + row.columns.map(\.key).joined(separator: ", "))
+                    continue
+                }
+                if row.isDerived(key) {
+                    ctx.error(
+                        keyNode,
+                        "column '\(key)' of row '\(name)' is both derived and unverified; mark it once")
+                    continue
+                }
+                if !row.isUnverified(key) { row.unverified.append(key) }
             }
         }
         lintNameAgainstValue(row, dscpNode: dscpNode, phbNode: phbNode, ctx: &ctx)

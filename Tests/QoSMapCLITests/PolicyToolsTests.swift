@@ -355,7 +355,7 @@ struct PolicyToolsTests {
         ("af-drop-order", "RFC 2597 §2", "  dscp:\n    10: [AF1, yellow]\n    12: [AF1, green]\n", "12:"),
         ("le-below-be", "RFC 8622 §4", "  dscp:\n    1: [AF1, green]\n", "1:"),
         ("cs6-cs7-kept", "RFC 2474 §4.2.2.2", "  dscp:\n    48: [BE, green]\n", "48:"),
-        ("va-with-ef", "RFC 5865 §2", "  dscp:\n    44: [AF4, green]\n", "44:"),
+        ("va-with-ef", "RFC 5865 §4", "  dscp:\n    44: [AF4, green]\n", "44:"),
         ("round-trip", "RFC 2474 §3", "outbound:\n  exp:\n    AF3: 2\n", "AF3:"),
     ])
     func lintRule(rule: String, reference: String, cells: String, key: String) throws {

@@ -97,9 +97,44 @@ struct ProfileCLITests {
         // Only the dscp cell (the last marked one) carries the mark; TS 23.501's cells do not.
         #expect(row10.filter { $0 == "\u{2020}" }.count == 1, "\(row10)")
         #expect(row10.contains("1100 "), "\(row10)")
-        #expect(lines.last?.hasPrefix("\u{2020} qosmap's choice") == true, "\(lines.last ?? "")")
+        #expect(lines.contains { $0.hasPrefix("\u{2020} qosmap's choice") }, "\(r.out)")
         let plain = try Self.run(["profile", "show", "rfc8325"])
         #expect(!plain.out.contains("\u{2020}"))
+    }
+
+    // Issue 14: cells no readable copy of the standard confirmed are marked
+    // apart from qosmap's choices, in text and in JSON.
+    @Test func showMarksUnverifiedCells() throws {
+        let r = try Self.run(["profile", "show", "y1541"])
+        #expect(r.status == 0)
+        let lines = r.out.split(separator: "\n")
+        let six = try #require(lines.first { $0.hasPrefix("  Class 6 ") })
+        #expect(six.contains("1e-06\u{2021}"), "\(six)")
+        #expect(six.contains("true\u{2021}"), "\(six)")
+        #expect(!six.contains("\u{2020}"))
+        let zero = try #require(lines.first { $0.hasPrefix("  Class 0 ") })
+        #expect(!zero.contains("\u{2021}"), "\(zero)")
+        #expect(lines.last?.hasPrefix("\u{2021} not confirmed by a readable copy") == true, "\(r.out)")
+        let plain = try Self.run(["profile", "show", "rfc8325"])
+        #expect(!plain.out.contains("\u{2021}"))
+    }
+
+    @Test func unverifiedInJSON() throws {
+        let rows = try Self.rows(["profile", "show", "3gpp-5qi"])
+        let ninety = try #require(rows.first { $0["5qi"] as? Int == 90 })
+        #expect((ninety["unverified"] as? [String: Bool]) == ["release": true])
+        #expect(ninety["release"] as? Int == 17)
+        let one = try #require(rows.first { $0["5qi"] as? Int == 1 })
+        #expect(one["unverified"] == nil)
+    }
+
+    @Test func lookupShowsUnverifiedMarks() throws {
+        let r = try Self.run(["lookup", "5qi", "88"])
+        #expect(r.status == 0)
+        #expect(r.out.contains("release 17\u{2021}"), "\(r.out)")
+        #expect(r.out.contains("\u{2021} not confirmed"), "\(r.out)")
+        let q = try Self.run(["lookup", "5qi", "1"])
+        #expect(!q.out.contains("\u{2021}"), "\(q.out)")
     }
 
     @Test func lookupMarksADerivedDSCP() throws {
