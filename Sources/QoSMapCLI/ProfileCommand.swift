@@ -96,6 +96,22 @@ extension QoSMapCommand {
                             }
                     }
                 lines.append(table(rows, indent: "  "))
+                // Marked cells of the columns left out above are named, so a
+                // legend never stands without its mark.
+                var hidden: [(key: String, rows: [String])] = []
+                for row in p.rows {
+                    for key in row.derived + row.unverified where long.contains(key) {
+                        let label = key + cellMark(row, key)
+                        if let i = hidden.firstIndex(where: { $0.key == label }) {
+                            hidden[i].rows.append(row.name)
+                        } else {
+                            hidden.append((label, [row.name]))
+                        }
+                    }
+                }
+                for h in hidden {
+                    lines.append("  \(h.key) (not shown; see --json): \(h.rows.joined(separator: ", "))")
+                }
                 if p.rows.contains(where: { !$0.derived.isEmpty }) { lines.append(derivedLegend) }
                 if p.rows.contains(where: { !$0.unverified.isEmpty }) { lines.append(unverifiedLegend) }
                 print(lines.joined(separator: "\n"))

@@ -119,6 +119,19 @@ struct ProfileCLITests {
         #expect(!plain.out.contains("\u{2021}"))
     }
 
+    // The applications column is left out of the text table: its marked
+    // cells are named under it.
+    @Test func showNamesMarkedCellsOfHiddenColumns() throws {
+        let r = try Self.run(["profile", "show", "3gpp-qci"])
+        #expect(r.status == 0)
+        #expect(
+            r.out.contains(
+                "  applications\u{2021} (not shown; see --json): QCI 69, QCI 70, QCI 80, QCI 82, QCI 83, QCI 84, QCI 85\n"
+            ), "\(r.out)")
+        let y = try Self.run(["profile", "show", "y1541"])
+        #expect(!y.out.contains("not shown"), "\(y.out)")
+    }
+
     @Test func unverifiedInJSON() throws {
         let rows = try Self.rows(["profile", "show", "3gpp-5qi"])
         let ninety = try #require(rows.first { $0["5qi"] as? Int == 90 })
