@@ -10,19 +10,15 @@ import Yams
 /// Why not `QoSMapDaemon.DaemonConfig`: that module links libmnl and
 /// libnetfilter_queue (through NFQueue), which have no static archives on
 /// Debian, and `qosmap` is built as a fully static executable (see
-/// tools/qosmap). So this reader takes the same keys with the same reader
-/// (``YAMLContext``) and messages, and `QoSMapCLITests` checks that its
-/// policies equal `PolicySnapshot.policy(input:output:)` for every interface
-/// pair of the test configs. Keys that only the daemon uses (`queues`,
-/// `queue`, `metrics`, the rest of `rules`) are accepted unread; `qosmapd
-/// --check` validates them.
-struct ExportConfig: Equatable {
+/// tools/qosmap). The marking keys are read by the daemon's own reader,
+/// ``MarkingConfigReader``; `QoSMapCLITests` checks that the policies equal
+/// `PolicySnapshot.policy(input:output:)` for every interface pair of the
+/// test configs. Keys that only the daemon uses (`queues`, `queue`,
+/// `metrics`, the rest of `rules`) are accepted unread; `qosmapd --check`
+/// validates them.
+struct ExportConfig: Equatable, MarkingSettings {
     /// One interface's settings; nil fields fall back to the top-level ones.
-    struct Interface: Equatable {
-        var trust: TrustMode?
-        var inboundDomain: String?
-        var outboundDomain: String?
-    }
+    typealias Interface = InterfaceMarking
 
     var tables: [String] = []
     var systemTables = true
@@ -68,158 +64,56 @@ struct ExportConfig: Equatable {
 
     /// Parses config text; every problem is one `file:line:column: message` line.
     static func parse(_ text: String, file: String) throws -> ExportConfig {
-        var r = Reader(yaml: YAMLContext(file: file))
-        let config = r.parse(text)
+        var r = MarkingConfigReader(file: file)
+        let config = read(text, with: &r)
         guard !r.yaml.hasErrors, let config else {
             throw DataError(r.yaml.diagnostics.map(\.description).joined(separator: "\n"))
         }
         return config
     }
 
-    /// The same walk as qosmapd's `ConfigParser`, for the marking keys only.
-    struct Reader {
-        var yaml: YAMLContext
-
-        mutating func pairs(_ node: Node, _ what: String, allowed: [String]) -> [(Node, Node, String)] {
-            guard let pairs = yaml.mapping(node, what) else { return [] }
-            guard !allowed.isEmpty else { return pairs.map { ($0.key, $0.value, $0.name) } }
-            yaml.checkKeys(pairs, allowed: allowed, in: what)
-            return pairs.filter { allowed.contains($0.name) }.map { ($0.key, $0.value, $0.name) }
-        }
-
-        mutating func trust(_ node: Node, interface: Bool = false) -> TrustMode? {
-            guard let s = yaml.scalar(node, "a trust mode") else { return nil }
-            guard let t = TrustMode(name: s), t == .none || t == .dscp || t == .ipPrecedence else {
-                // qosmapd takes it with datapath: ebpf, and device exports bind
-                // 802.1p classifiers; `export nft` refuses it (see Export).
-                if interface, TrustMode(name: s) == .dot1p { return .dot1p }
-                yaml.error(
-                    node,
-                    "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence"
-                        + (interface ? "" : " (8021p: per interface, with datapath: ebpf)"))
-                return nil
-            }
-            return t
-        }
-
-        mutating func domainName(_ node: Node, into config: inout ExportConfig) -> String? {
-            guard let s = yaml.scalar(node, "a domain name") else { return nil }
-            config.domainReferences.append(
-                TableDiagnostic(
-                    file: yaml.file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: s))
-            return s
-        }
-
-        mutating func strings(_ node: Node, _ what: String) -> [String] {
-            if case .scalar = node, let s = yaml.scalar(node, what) { return [s] }
-            guard case .sequence(let seq) = node else {
-                yaml.error(node, "expected a list of \(what)")
-                return []
-            }
-            return seq.compactMap { yaml.scalar($0, what) }
-        }
-
-        mutating func parse(_ text: String) -> ExportConfig? {
-            var config = ExportConfig()
-            let root = yaml.compose(text, allowEmpty: true)
-            if yaml.hasErrors { return nil }
-            guard let root else { return config }
-            let top = [
-                "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-                "metrics", "rules", "datapath", "ebpf",
-            ]
-            for (_, value, key) in pairs(root, "the config", allowed: top) {
-                switch key {
-                case "tables": config.tables = strings(value, "table directories")
-                case "system-tables": config.systemTables = yaml.bool(value, "system-tables flag") ?? true
-                case "trust": config.trust = trust(value) ?? .dscp
-                case "domain": config.domain = domainName(value, into: &config) ?? "default"
-                case "interfaces":
-                    for (_, v, name) in pairs(value, "interfaces", allowed: []) {
-                        var i = Interface()
-                        let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
-                        for (_, iv, ik) in pairs(v, "interface '\(name)'", allowed: keys) {
-                            switch ik {
-                            case "trust": i.trust = trust(iv, interface: true)
-                            case "domain":
-                                let d = domainName(iv, into: &config)
-                                i.inboundDomain = i.inboundDomain ?? d
-                                i.outboundDomain = i.outboundDomain ?? d
-                            case "inbound-domain": i.inboundDomain = domainName(iv, into: &config)
-                            default: i.outboundDomain = domainName(iv, into: &config)
-                            }
-                        }
-                        config.interfaces[name] = i
-                    }
-                case "actions":
-                    let keys = ["rewrite-dscp", "mark", "priority", "mark-only"]
-                    for (_, v, k) in pairs(value, "actions", allowed: keys) {
+    /// The marking keys through qosmapd's reader, plus the parts of `rules`
+    /// and `ebpf` that decide which packets are marked and with what bits.
+    static func read(_ text: String, with r: inout MarkingConfigReader) -> ExportConfig? {
+        var config = ExportConfig()
+        let root = r.yaml.compose(text, allowEmpty: true)
+        if r.yaml.hasErrors { return nil }
+        guard let root else { return config }
+        for (_, value, key) in r.mapping(root, "the config", allowed: MarkingConfigReader.topKeys) ?? []
+        where !r.read(key, value, into: &config) {
+            switch key {
+            case "rules":
+                if case .mapping = value {
+                    for (_, v, k) in r.mapping(value, "rules", allowed: []) ?? [] {
                         switch k {
-                        case "rewrite-dscp": config.rewriteDSCP = yaml.bool(v, "rewrite-dscp flag") ?? true
-                        case "priority": config.priority = yaml.bool(v, "priority flag") ?? false
-                        case "mark-only": config.markOnly = yaml.bool(v, "mark-only flag") ?? false
-                        default: mark(v, into: &config)
-                        }
-                    }
-                case "rules":
-                    if case .mapping = value {
-                        for (_, v, k) in pairs(value, "rules", allowed: []) {
-                            switch k {
-                            case "hooks":
-                                var hooks: [String] = []
-                                for h in strings(v, "hooks") {
-                                    guard h == "forward" || h == "output" else {
-                                        yaml.error(v, "invalid hook '\(h)'; allowed: forward, output")
-                                        continue
-                                    }
-                                    if !hooks.contains(h) { hooks.append(h) }
+                        case "hooks":
+                            var hooks: [String] = []
+                            for h in r.strings(v, "hooks") {
+                                guard h == "forward" || h == "output" else {
+                                    r.yaml.error(v, "invalid hook '\(h)'; allowed: forward, output")
+                                    continue
                                 }
-                                config.hooks = hooks
-                            case "mode": config.installRules = yaml.scalar(v, "rules mode") == "install"
-                            case "interfaces": config.ruleInterfaces = strings(v, "interface names")
-                            default: break  // the rest is how qosmapd writes its iptables rules
+                                if !hooks.contains(h) { hooks.append(h) }
                             }
+                            config.hooks = hooks
+                        case "mode": config.installRules = r.yaml.scalar(v, "rules mode") == "install"
+                        case "interfaces": config.ruleInterfaces = r.strings(v, "interface names")
+                        default: break  // the rest is how qosmapd writes its iptables rules
                         }
                     }
-                case "ebpf":
-                    // The same carry bits as qosmapd's ebpf datapath; the rest is the daemon's.
-                    if case .mapping = value {
-                        for (_, v, k) in pairs(value, "ebpf", allowed: []) where k == "pcp-carry-mask" {
-                            guard let m = yaml.integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else {
-                                continue
-                            }
-                            guard let carry = PCPCarry(mask: UInt32(m)) else {
-                                yaml.error(
-                                    v,
-                                    "invalid pcp-carry-mask 0x\(String(m, radix: 16)); allowed: \(PCPCarry.allowed)"
-                                )
-                                continue
-                            }
-                            config.carry = carry
-                        }
+                }
+            case "ebpf":
+                // The same carry bits as qosmapd's ebpf datapath; the rest is the daemon's.
+                if case .mapping = value {
+                    for (_, v, k) in r.mapping(value, "ebpf", allowed: []) ?? [] where k == "pcp-carry-mask" {
+                        if let carry = r.carry(v) { config.carry = carry }
                     }
-                default: break  // queues, queue, metrics: the daemon's alone
                 }
+            default: break  // queues, queue, metrics, datapath: the daemon's alone
             }
-            if config.markOnly, config.mark == nil { config.mark = .default }
-            return config
         }
-
-        mutating func mark(_ v: Node, into config: inout ExportConfig) {
-            if case .scalar = v {
-                config.mark = (yaml.bool(v, "mark setting") ?? false) ? .default : nil
-                return
-            }
-            for (_, mv, _) in pairs(v, "mark", allowed: ["mask"]) {
-                guard let m = yaml.integer(mv, "mark mask", 1...Int(UInt32.max)) else { continue }
-                do {
-                    config.mark = try MarkEncoding(mask: UInt32(m))
-                } catch {
-                    yaml.error(mv, error.description)
-                }
-            }
-            if config.mark == nil, !yaml.hasErrors { config.mark = .default }
-        }
+        if config.markOnly, config.mark == nil { config.mark = .default }
+        return config
     }
 }
 

@@ -5,23 +5,9 @@ import QoSMapTables
 import Yams
 
 /// qosmapd's configuration, parsed from YAML (see ``DaemonConfig/embeddedDefault``).
-public struct DaemonConfig: Sendable, Equatable {
+public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
     /// One interface's settings; nil fields fall back to the top-level ones.
-    public struct Interface: Sendable, Equatable {
-        /// The trust mode for packets received on it.
-        public var trust: TrustMode?
-        /// The domain classifying packets received on it.
-        public var inboundDomain: String?
-        /// The domain marking packets sent out of it.
-        public var outboundDomain: String?
-
-        /// Creates interface settings.
-        public init(trust: TrustMode? = nil, inboundDomain: String? = nil, outboundDomain: String? = nil) {
-            self.trust = trust
-            self.inboundDomain = inboundDomain
-            self.outboundDomain = outboundDomain
-        }
-    }
+    public typealias Interface = InterfaceMarking
 
     /// The nfqueue numbers, one thread each (iptables `--queue-balance`).
     public var queues: [UInt16] = [0]
@@ -195,26 +181,26 @@ extension DaemonConfig {
 }
 
 /// Walks the composed YAML and records positioned errors, with the same
-/// reader (and so the same messages) as the table files.
+/// reader (and so the same messages) as the table files; the marking keys
+/// through ``MarkingConfigReader``, as `qosmap export --config` reads them.
 struct ConfigParser {
-    var yaml: YAMLContext
-    /// Where `trust: 8021p` was written (only the ebpf datapath allows it).
-    var dot1pTrust: [Node] = []
+    var marking: MarkingConfigReader
     /// Where `pcp-carry-mask` was written.
     var carryMaskNode: Node?
+    var yaml: YAMLContext {
+        get { marking.yaml }
+        set { marking.yaml = newValue }
+    }
     var file: String { yaml.file }
     var diagnostics: [TableDiagnostic] { yaml.diagnostics }
 
-    init(file: String) { yaml = YAMLContext(file: file) }
+    init(file: String) { marking = MarkingConfigReader(file: file) }
 
     mutating func error(_ node: Node?, _ message: String) { yaml.error(node, message) }
 
     /// A mapping's pairs; with a non-empty `allowed`, unknown keys are reported and dropped.
     mutating func mapping(_ node: Node, _ what: String, allowed: [String]) -> [(Node, Node, String)]? {
-        guard let pairs = yaml.mapping(node, what) else { return nil }
-        guard !allowed.isEmpty else { return pairs.map { ($0.key, $0.value, $0.name) } }
-        yaml.checkKeys(pairs, allowed: allowed, in: what)
-        return pairs.filter { allowed.contains($0.name) }.map { ($0.key, $0.value, $0.name) }
+        marking.mapping(node, what, allowed: allowed)
     }
 
     mutating func scalar(_ node: Node, _ what: String) -> String? { yaml.scalar(node, what) }
@@ -225,53 +211,17 @@ struct ConfigParser {
         yaml.integer(node, what, range)
     }
 
-    mutating func trust(_ node: Node, interface: Bool = false) -> TrustMode? {
-        guard let s = scalar(node, "a trust mode") else { return nil }
-        // nfqueue hands over bare IP packets: no 802.1p or EXP to trust. The
-        // ebpf datapath reads the tag at ingress on the interfaces it names.
-        if interface, TrustMode(name: s) == .dot1p {
-            dot1pTrust.append(node)
-            return .dot1p
-        }
-        guard let t = TrustMode(name: s), t == .none || t == .dscp || t == .ipPrecedence else {
-            error(
-                node,
-                "invalid trust mode '\(s)'; allowed: none, dscp, ip-precedence"
-                    + (interface
-                        ? ", and 8021p with datapath: ebpf" : " (8021p: per interface, with datapath: ebpf)"))
-            return nil
-        }
-        return t
-    }
-
-    mutating func domainName(_ node: Node, into config: inout DaemonConfig) -> String? {
-        guard let s = scalar(node, "a domain name") else { return nil }
-        config.domainReferences.append(
-            TableDiagnostic(
-                file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: s))
-        return s
-    }
-
-    mutating func strings(_ node: Node, _ what: String) -> [String] {
-        if case .scalar = node, let s = scalar(node, what) { return [s] }
-        guard case .sequence(let seq) = node else {
-            error(node, "expected a list of \(what)")
-            return []
-        }
-        return seq.compactMap { scalar($0, what) }
-    }
+    mutating func strings(_ node: Node, _ what: String) -> [String] { marking.strings(node, what) }
 
     mutating func parse(_ text: String) -> DaemonConfig? {
         var config = DaemonConfig()
         let root = yaml.compose(text, allowEmpty: true)
         if yaml.hasErrors { return nil }
         guard let root else { return config }  // an empty file keeps every default
-        let top = [
-            "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-            "metrics", "rules", "datapath", "ebpf",
-        ]
-        guard let pairs = mapping(root, "the config", allowed: top) else { return nil }
-        for (_, value, key) in pairs {
+        guard let pairs = mapping(root, "the config", allowed: MarkingConfigReader.topKeys) else {
+            return nil
+        }
+        for (_, value, key) in pairs where !marking.read(key, value, into: &config) {
             switch key {
             case "queues":
                 var qs: [UInt16] = []
@@ -301,54 +251,6 @@ struct ConfigParser {
                     default: config.receiveBuffer = integer(v, "receive-buffer", 0...1 << 30) ?? 0
                     }
                 }
-            case "tables":
-                config.tables = strings(value, "table directories")
-            case "system-tables":
-                config.systemTables = bool(value, "system-tables flag") ?? true
-            case "trust":
-                config.trust = trust(value) ?? .dscp
-            case "domain":
-                config.domain = domainName(value, into: &config) ?? "default"
-            case "interfaces":
-                for (_, v, name) in mapping(value, "interfaces", allowed: []) ?? [] {
-                    var i = DaemonConfig.Interface()
-                    let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
-                    for (_, iv, ik) in mapping(v, "interface '\(name)'", allowed: keys) ?? [] {
-                        switch ik {
-                        case "trust": i.trust = trust(iv, interface: true)
-                        case "domain":
-                            let d = domainName(iv, into: &config)
-                            i.inboundDomain = i.inboundDomain ?? d
-                            i.outboundDomain = i.outboundDomain ?? d
-                        case "inbound-domain": i.inboundDomain = domainName(iv, into: &config)
-                        default: i.outboundDomain = domainName(iv, into: &config)
-                        }
-                    }
-                    config.interfaces[name] = i
-                }
-            case "actions":
-                let keys = ["rewrite-dscp", "mark", "priority", "mark-only"]
-                for (_, v, k) in mapping(value, "actions", allowed: keys) ?? [] {
-                    switch k {
-                    case "rewrite-dscp": config.rewriteDSCP = bool(v, "rewrite-dscp flag") ?? true
-                    case "priority": config.priority = bool(v, "priority flag") ?? false
-                    case "mark-only": config.markOnly = bool(v, "mark-only flag") ?? false
-                    default:
-                        if case .scalar = v {
-                            config.mark = (bool(v, "mark setting") ?? false) ? .default : nil
-                        } else {
-                            for (_, mv, _) in mapping(v, "mark", allowed: ["mask"]) ?? [] {
-                                guard let m = integer(mv, "mark mask", 1...Int(UInt32.max)) else { continue }
-                                do {
-                                    config.mark = try MarkEncoding(mask: UInt32(m))
-                                } catch {
-                                    self.error(mv, error.description)
-                                }
-                            }
-                            if config.mark == nil, diagnostics.isEmpty { config.mark = .default }
-                        }
-                    }
-                }
             case "rules":
                 rules(value, into: &config)
             case "datapath":
@@ -363,12 +265,7 @@ struct ConfigParser {
                 for (_, v, k) in mapping(value, "ebpf", allowed: ["detach-on-exit", "pcp-carry-mask"]) ?? [] {
                     if k == "pcp-carry-mask" {
                         carryMaskNode = v
-                        guard let m = integer(v, "pcp-carry-mask", 1...Int(UInt32.max)) else { continue }
-                        guard let carry = PCPCarry(mask: UInt32(m)) else {
-                            error(v, "invalid pcp-carry-mask \(hex(UInt32(m))); allowed: \(PCPCarry.allowed)")
-                            continue
-                        }
-                        config.ebpfCarryMask = carry.mask
+                        if let carry = marking.carry(v) { config.ebpfCarryMask = carry.mask }
                     } else {
                         config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
                     }
@@ -385,7 +282,7 @@ struct ConfigParser {
             config.rewriteDSCP = false
         }
         if config.datapath != .ebpf {
-            for node in dot1pTrust {
+            for node in marking.dot1pTrust {
                 error(
                     node,
                     "trust 8021p needs datapath: ebpf (nfqueue sees bare IP packets); allowed with nfqueue: none, dscp, ip-precedence"
