@@ -112,8 +112,7 @@ extension QoSMapCommand {
                 for h in hidden {
                     lines.append("  \(h.key) (not shown; see --json): \(h.rows.joined(separator: ", "))")
                 }
-                if p.rows.contains(where: { !$0.derived.isEmpty }) { lines.append(derivedLegend) }
-                if p.rows.contains(where: { !$0.unverified.isEmpty }) { lines.append(unverifiedLegend) }
+                lines += legends(for: lines.joined())
                 print(lines.joined(separator: "\n"))
             }
         }
@@ -133,6 +132,11 @@ let unverifiedMark = "\u{2021}"
 /// The legend line for ``unverifiedMark``.
 let unverifiedLegend =
     "\(unverifiedMark) not confirmed by a readable copy of the standard (the profile file's comments say what was searched)"
+
+/// The legend lines of the marks that `text` shows.
+func legends(for text: String) -> [String] {
+    [(derivedMark, derivedLegend), (unverifiedMark, unverifiedLegend)].filter { text.contains($0.0) }.map(\.1)
+}
 
 /// The mark a cell carries: ``derivedMark``, ``unverifiedMark`` or none.
 func cellMark(_ row: ProfileRow, _ key: String) -> String {

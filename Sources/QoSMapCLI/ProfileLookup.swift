@@ -100,7 +100,7 @@ extension QoSMapCommand.Lookup {
             } else {
                 let details = summary(row)
                 print("profile \(p.name): \(row.name): \(details)")
-                if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
+                for legend in legends(for: details) { print("  \(legend)") }
                 print(
                     "profile \(p.name) gives no DSCP or 802.1p for '\(row.name)'; nothing to map in domain \(d.name)"
                 )
@@ -125,9 +125,8 @@ extension QoSMapCommand.Lookup {
         )
         let details = summary(row)
         if !details.isEmpty { print("  \(details)") }
-        if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
         if !others.isEmpty { print("  also: dscp " + others.map(\.description).joined(separator: ", ")) }
-        if !mark.isEmpty { print("  \(derivedLegend)") }
+        for legend in legends(for: mark + details) { print("  \(legend)") }
         print("domain \(d.name): dscp \(dscp) -> service class \(t.serviceClass.name), color \(t.color.name)")
         print("outbound \(t) in domain \(d.name):")
         print(marks.text)
@@ -166,7 +165,7 @@ extension QoSMapCommand.Lookup {
         )
         let details = summary(row)
         if !details.isEmpty { print("  \(details)") }
-        if details.contains(unverifiedMark) { print("  \(unverifiedLegend)") }
+        for legend in legends(for: details) { print("  \(legend)") }
         print(
             "domain \(d.name): 802.1p \(pcp.rawValue) -> service class \(t.serviceClass.name), color \(t.color.name)"
         )
