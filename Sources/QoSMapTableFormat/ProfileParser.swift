@@ -132,6 +132,26 @@ enum ProfileParser {
         return seq.compactMap { item in ctx.scalar(item, "a column name in '\(key)'").map { ($0, item) } }
     }
 
+    /// The columns a row's `derived` or `unverified` list names, once each,
+    /// every one checked to be a column of the row.
+    static func markedColumns(_ node: Node?, _ key: String, of row: ProfileRow, ctx: inout YAMLContext)
+        -> [(column: String, node: Node)]
+    {
+        guard let node else { return [] }
+        var marked: [(column: String, node: Node)] = []
+        for (column, columnNode) in derivedKeys(node, key: key, ctx: &ctx) {
+            guard row[column] != nil else {
+                ctx.error(
+                    columnNode,
+                    "\(key) column '\(column)' is not a column of row '\(row.name)'; its columns: "
+                        + row.columns.map(\.key).joined(separator: ", "))
+                continue
+            }
+            if !marked.contains(where: { $0.column == column }) { marked.append((column, columnNode)) }
+        }
+        return marked
+    }
+
     static func parseRow(_ node: Node, ctx: inout YAMLContext) -> ProfileRow? {
         guard let pairs = ctx.mapping(node, "a profile row") else { return nil }
         guard let namePair = pairs.first(where: { $0.name == "name" }) else {
@@ -169,37 +189,16 @@ enum ProfileParser {
             if pair.name == "phb" { phbNode = pair.value }
             row.columns.append((pair.name, value))
         }
-        if let derivedNode {
-            for (key, keyNode) in derivedKeys(derivedNode, ctx: &ctx) {
-                guard row[key] != nil else {
-                    ctx.error(
-                        keyNode,
-                        "derived column '\(key)' is not a column of row '\(name)'; its columns: "
-                            + row.columns.map(\.key).joined(separator: ", "))
-                    continue
-                }
-                if !row.isDerived(key) { row.derived.append(key) }
-            }
-        }
+        row.derived = markedColumns(derivedNode, "derived", of: row, ctx: &ctx).map(\.column)
         // `unverified: [column, ...]`: cells no readable copy of the standard
         // confirmed; shown marked so they never pass for a checked value.
-        if let unverifiedNode {
-            for (key, keyNode) in derivedKeys(unverifiedNode, key: "unverified", ctx: &ctx) {
-                guard row[key] != nil else {
-                    ctx.error(
-                        keyNode,
-                        "unverified column '\(key)' is not a column of row '\(name)'; its columns: "
-                            + row.columns.map(\.key).joined(separator: ", "))
-                    continue
-                }
-                if row.isDerived(key) {
-                    ctx.error(
-                        keyNode,
-                        "column '\(key)' of row '\(name)' is both derived and unverified; mark it once")
-                    continue
-                }
-                if !row.isUnverified(key) { row.unverified.append(key) }
+        for (column, node) in markedColumns(unverifiedNode, "unverified", of: row, ctx: &ctx) {
+            guard !row.isDerived(column) else {
+                ctx.error(
+                    node, "column '\(column)' of row '\(name)' is both derived and unverified; mark it once")
+                continue
             }
+            row.unverified.append(column)
         }
         lintNameAgainstValue(row, dscpNode: dscpNode, phbNode: phbNode, ctx: &ctx)
         return row
