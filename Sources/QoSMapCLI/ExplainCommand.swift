@@ -277,7 +277,7 @@ extension QoSMapCommand {
             out.append("merges (\(a.merges.count))")
             for m in a.merges {
                 out.append(
-                    "  \(name(m.hop - 1, path.hops[m.hop - 1])): \(field.name) \(compactRanges(m.inputs.map(Int.init))) "
+                    "  \(name(m.hop - 1, path.hops[m.hop - 1])): \(field.name) \(rangeText(m.inputs.map(Int.init))) "
                         + "-> \(m.to) (from \(m.from) markings)")
             }
             func grouped(_ changes: [PathAnalysis.Change]) -> [String] {
@@ -288,7 +288,7 @@ extension QoSMapCommand {
                     if groups[key] == nil { keys.append(key) }
                     groups[key, default: []].append(Int(c.input))
                 }
-                return keys.map { "  \($0): \(field.name) \(compactRanges(groups[$0]!))" }
+                return keys.map { "  \($0): \(field.name) \(rangeText(groups[$0]!))" }
             }
             out.append("")
             out.append("colors lost (\(a.colorsLost.count))")

@@ -53,20 +53,6 @@ func resolveDomainArgument(_ argument: String, in set: TableSet) throws -> (DSDo
     return (domain, loaded)
 }
 
-/// `0-7, 9, 11`: sorted values compressed into ranges.
-func compactRanges(_ values: [Int]) -> String {
-    let sorted = values.sorted()
-    var parts: [String] = []
-    var i = 0
-    while i < sorted.count {
-        var j = i
-        while j + 1 < sorted.count, sorted[j + 1] == sorted[j] + 1 { j += 1 }
-        parts.append(i == j ? "\(sorted[i])" : "\(sorted[i])-\(sorted[j])")
-        i = j + 1
-    }
-    return parts.joined(separator: ", ")
-}
-
 /// A treatment in JSON: `{"serviceClass": "EF", "color": "green"}`.
 struct TreatmentJSON: Encodable, Equatable {
     var serviceClass: String

@@ -211,8 +211,9 @@ enum DomainParser {
     }
 }
 
-/// Compresses sorted values into `1, 3-5` text.
-func rangeText(_ values: [Int]) -> String {
+/// Compresses values into `1, 3-5` text (sorted first).
+package func rangeText(_ unsorted: [Int]) -> String {
+    let values = unsorted.sorted()
     var parts: [String] = []
     var i = 0
     while i < values.count {
