@@ -3,16 +3,17 @@ import QoSMapCore
 import QoSMapTables
 import Testing
 
+/// Loads `text` as one user table file, `user.yaml`, beside the built-ins.
+func loadUserTable(_ text: String) -> Result<TableSet, TableLoadError> {
+    Result { () throws(TableLoadError) in
+        try TableLoader.load([TableSource(path: "user.yaml", text: text)])
+    }
+}
+
 /// User profile files: same loader, same positioned diagnostics.
 struct ProfileLoaderTests {
-    func load(_ text: String) -> Result<TableSet, TableLoadError> {
-        Result { () throws(TableLoadError) in
-            try TableLoader.load([TableSource(path: "user.yaml", text: text)])
-        }
-    }
-
     @Test func userProfileLoads() throws {
-        let set = try load("profile: mine\nrows:\n  - {name: Voice, dscp: EF, pcp: 5}\n").get()
+        let set = try loadUserTable("profile: mine\nrows:\n  - {name: Voice, dscp: EF, pcp: 5}\n").get()
         let p = try #require(set.profiles["mine"])
         #expect(p.rows.first?.dscp == .ef)
         #expect(p.rows.first?["pcp"]?.integer == 5)
@@ -31,7 +32,7 @@ struct ProfileLoaderTests {
         ("profile: m\nrows:\n  - {name: A, dscp: \"EF(48)\"}\n", 3, 21, "PHB EF is 46, not 48"),
     ])
     func nameValueMismatchWarns(text: String, line: Int, column: Int, message: String) throws {
-        let set = try load(text).get()
+        let set = try loadUserTable(text).get()
         let w = try #require(set.warnings.first)
         #expect(w.severity == .warning)
         #expect(w.line == line && w.column == column, "\(w)")
@@ -48,7 +49,7 @@ struct ProfileLoaderTests {
         ("profile: m\nrows:\n  - {name: A, resourceType: GRB}\n", 3, 29, "allowed: GBR, Non-GBR"),
     ])
     func errorsArePositioned(text: String, line: Int, column: Int, message: String) throws {
-        guard case .failure(let error) = load(text) else {
+        guard case .failure(let error) = loadUserTable(text) else {
             Issue.record("expected an error for \(text)")
             return
         }
@@ -59,7 +60,8 @@ struct ProfileLoaderTests {
     }
 
     @Test func domainDSCPNameValueWarns() throws {
-        let set = try load("domain: d1\nimport: default\noutbound:\n  dscp:\n    EF: \"EF(48)\"\n").get()
+        let set = try loadUserTable("domain: d1\nimport: default\noutbound:\n  dscp:\n    EF: \"EF(48)\"\n")
+            .get()
         let w = try #require(set.warnings.first)
         #expect(w.line == 5 && w.column == 9)
         #expect(set.domains["d1"]?.dscp(for: Treatment(.ef, .green)).rawValue == 48)

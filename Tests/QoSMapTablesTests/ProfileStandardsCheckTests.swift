@@ -451,14 +451,8 @@ struct ProfileStandardsCheckTests {
 
 /// The `derived` key and decimal numbers in user profile files.
 struct ProfileDerivedFormatTests {
-    func load(_ text: String) -> Result<TableSet, TableLoadError> {
-        Result { () throws(TableLoadError) in
-            try TableLoader.load([TableSource(path: "user.yaml", text: text)])
-        }
-    }
-
     @Test func topLevelDerivedMarksEveryRowThatHasTheColumn() throws {
-        let set = try load(
+        let set = try loadUserTable(
             "profile: m\nderived: [dscp]\nrows:\n  - {name: A, dscp: EF, pcp: 5}\n  - {name: B, pcp: 1}\n"
         ).get()
         let p = try #require(set.profiles["m"])
@@ -467,28 +461,32 @@ struct ProfileDerivedFormatTests {
     }
 
     @Test func rowDerivedAddsToTopLevel() throws {
-        let set = try load(
+        let set = try loadUserTable(
             "profile: m\nderived: dscp\nrows:\n  - {name: A, dscp: EF, pcp: 5, derived: [pcp, dscp]}\n"
         ).get()
         #expect(set.profiles["m"]?.rows.first?.derived == ["pcp", "dscp"])
     }
 
     @Test func unverifiedCellsAreRead() throws {
-        let set = try load("profile: m\nrows:\n  - {name: A, dscp: EF, iper: 1e-6, unverified: [iper]}\n")
-            .get()
+        let set = try loadUserTable(
+            "profile: m\nrows:\n  - {name: A, dscp: EF, iper: 1e-6, unverified: [iper]}\n"
+        )
+        .get()
         let row = try #require(set.profiles["m"]?.rows.first)
         #expect(row.unverified == ["iper"])
         #expect(row.isUnverified("iper") && !row.isUnverified("dscp") && !row.isDerived("iper"))
     }
 
     @Test func filesWithoutDerivedHaveNone() throws {
-        let set = try load("profile: m\nrows:\n  - {name: A, dscp: EF}\n").get()
+        let set = try loadUserTable("profile: m\nrows:\n  - {name: A, dscp: EF}\n").get()
         #expect(set.profiles["m"]?.rows.first?.derived == [])
     }
 
     @Test func decimalPriority() throws {
-        let set = try load("profile: m\nrows:\n  - {name: A, priority: 0.7}\n  - {name: B, priority: 7}\n")
-            .get()
+        let set = try loadUserTable(
+            "profile: m\nrows:\n  - {name: A, priority: 0.7}\n  - {name: B, priority: 7}\n"
+        )
+        .get()
         let p = try #require(set.profiles["m"])
         #expect(p.rows[0]["priority"] == .rate(0.7))
         #expect(p.rows[1]["priority"] == .integer(7))
@@ -513,7 +511,7 @@ struct ProfileDerivedFormatTests {
         ("profile: m\nrows:\n  - {name: A, priority: 128}\n", 3, 25, "allowed: a number from 0 to 127"),
     ])
     func errorsArePositioned(text: String, line: Int, column: Int, message: String) throws {
-        guard case .failure(let error) = load(text) else {
+        guard case .failure(let error) = loadUserTable(text) else {
             Issue.record("expected an error for \(text)")
             return
         }
