@@ -204,13 +204,9 @@ struct ProfileRowJSON: Encodable {
             }
             try c.encode(ProfileValueJSON(value: value), forKey: Key(column.key))
         }
-        if !row.derived.isEmpty {
-            var d = c.nestedContainer(keyedBy: Key.self, forKey: Key("derived"))
-            for key in row.derived { try d.encode(true, forKey: Key(key)) }
-        }
-        if !row.unverified.isEmpty {
-            var u = c.nestedContainer(keyedBy: Key.self, forKey: Key("unverified"))
-            for key in row.unverified { try u.encode(true, forKey: Key(key)) }
+        for (mark, keys) in [("derived", row.derived), ("unverified", row.unverified)] where !keys.isEmpty {
+            var marked = c.nestedContainer(keyedBy: Key.self, forKey: Key(mark))
+            for key in keys { try marked.encode(true, forKey: Key(key)) }
         }
     }
 }

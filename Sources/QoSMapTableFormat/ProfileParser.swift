@@ -71,7 +71,7 @@ enum ProfileParser {
         // as qosmap's choice (the 5QI DSCP); a row's own `derived` adds to it.
         var derivedColumns: [String] = []
         if let pair = pairs.first(where: { $0.name == "derived" }) {
-            for (key, node) in derivedKeys(pair.value, ctx: &ctx) {
+            for (key, node) in markList(pair.value, ctx: &ctx) {
                 if ProfileColumn.all[key] == nil || key == "aliases" {
                     ctx.error(
                         node,
@@ -119,9 +119,8 @@ enum ProfileParser {
         return seq.compactMap { ctx.scalar($0, "text in \(what)") }
     }
 
-    /// The column names of a `derived` (or `unverified`) list, each with its node for diagnostics.
-    static func derivedKeys(_ node: Node, key: String = "derived", ctx: inout YAMLContext) -> [(String, Node)]
-    {
+    /// The column names of a `derived` or `unverified` list, each with its node for diagnostics.
+    static func markList(_ node: Node, key: String = "derived", ctx: inout YAMLContext) -> [(String, Node)] {
         if case .scalar(let s) = node { return [(s.string, node)] }
         guard case .sequence(let seq) = node else {
             ctx.error(
@@ -139,7 +138,7 @@ enum ProfileParser {
     {
         guard let node else { return [] }
         var marked: [(column: String, node: Node)] = []
-        for (column, columnNode) in derivedKeys(node, key: key, ctx: &ctx) {
+        for (column, columnNode) in markList(node, key: key, ctx: &ctx) {
             guard row[column] != nil else {
                 ctx.error(
                     columnNode,
