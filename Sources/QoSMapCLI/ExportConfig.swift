@@ -50,6 +50,8 @@ struct ExportConfig: Equatable, MarkingSettings {
     }
     /// Every domain name with its position, to report unknown ones in place.
     var domainReferences: [TableDiagnostic] = []
+    /// `classify:`: flow rules (sets and rules), before trust.
+    var classify = FlowRuleSet()
 
     /// Reads a config file.
     static func load(path: String) throws -> ExportConfig {

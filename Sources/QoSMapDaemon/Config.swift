@@ -63,6 +63,12 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
 
     /// Where each domain name was written, to report unknown ones in place.
     public var domainReferences: [TableDiagnostic] = []
+    /// `classify:`: flow rules (sets and rules), first match wins, before
+    /// trust; empty: every packet is classified by trust.
+    public var classify = FlowRuleSet()
+    /// `classify:` compiled when the file was read (so that limits are
+    /// reported in place); nil for a config built in code.
+    public var classifier: FlowClassifier?
 
     /// Creates the embedded default configuration.
     public init() {}
@@ -187,6 +193,8 @@ struct ConfigParser {
     var marking: MarkingConfigReader
     /// Where `pcp-carry-mask` was written.
     var carryMaskNode: Node?
+    /// Where `classify:` was written.
+    var classifyNode: Node?
     var yaml: YAMLContext {
         get { marking.yaml }
         set { marking.yaml = newValue }
@@ -221,6 +229,7 @@ struct ConfigParser {
         guard let pairs = mapping(root, "the config", allowed: MarkingConfigReader.topKeys) else {
             return nil
         }
+        classifyNode = pairs.first { $0.2 == "classify" }?.1
         for (_, value, key) in pairs where !marking.read(key, value, into: &config) {
             switch key {
             case "queues":
@@ -293,6 +302,13 @@ struct ConfigParser {
                 carryMaskNode ?? root,
                 "pcp-carry-mask \(hex(config.ebpfCarryMask)) overlaps actions.mark mask \(hex(mark.mask)); allowed: disjoint bits"
             )
+        }
+        if !config.classify.isEmpty {
+            do {
+                config.classifier = try FlowClassifier(config.classify)
+            } catch let e {
+                self.error(classifyNode ?? root, "classify: \(e.description)")
+            }
         }
         checkRules(config)
         return config

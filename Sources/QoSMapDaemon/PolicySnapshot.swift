@@ -16,6 +16,8 @@ public final class PolicySnapshot: Sendable {
     let defaultDomain: DSDomain
     let inbound: [String: (TrustMode, DSDomain)]
     let outbound: [String: DSDomain]
+    /// The `classify:` rules compiled, nil when there are none.
+    public let flows: FlowRuntime?
 
     /// The system table directory, as the CLI's: `/etc/qosmap/domains.d`, or
     /// `QOSMAP_DOMAINS_DIR` when set (for tests and packagers).
@@ -61,6 +63,17 @@ public final class PolicySnapshot: Sendable {
         }
         inbound = ins
         outbound = outs
+        if config.classify.isEmpty {
+            flows = nil
+        } else if let compiled = config.classifier {
+            flows = FlowRuntime(config.classify, compiled)
+        } else {
+            do throws(FlowRuleError) {
+                flows = FlowRuntime(config.classify, try FlowClassifier(config.classify))
+            } catch {
+                throw ConfigError(file: "config", "classify: \(error.description)")
+            }
+        }
     }
 
     /// The marking policy for a packet from `input` to `output` (interface names, nil if unknown).
@@ -68,6 +81,41 @@ public final class PolicySnapshot: Sendable {
         let (trust, ingress) = input.flatMap { inbound[$0] } ?? (config.trust, defaultDomain)
         let egress = output.flatMap { outbound[$0] } ?? defaultDomain
         return MarkingPolicy(trust: trust, ingress: ingress, egress: egress, rewrite: .dscp)
+    }
+}
+
+/// A snapshot's flow rules: the rules, their compiled form and, when any
+/// rule keeps per-connection state, the connection table (new with each
+/// snapshot: a reload forgets every connection).
+public final class FlowRuntime: Sendable {
+    /// The rules, in order.
+    public let rules: [FlowRule]
+    /// The compiled rules.
+    public let classifier: FlowClassifier
+    /// The connection table, nil when no rule has `connection: true`.
+    public let connections: ConnectionTable?
+
+    /// Creates the runtime for `set` compiled as `classifier`.
+    public init(_ set: FlowRuleSet, _ classifier: FlowClassifier) {
+        rules = set.rules
+        self.classifier = classifier
+        connections = set.tracksConnections ? ConnectionTable() : nil
+    }
+
+    /// The rule for a packet with these fields received with ingress class
+    /// `ingress`: the first rule it matches (recorded for its connection when
+    /// the rule says so), else the rule its connection matched, else nil.
+    @inlinable
+    public func rule(_ f: FlowFields, ingress: UInt16) -> (index: Int, connection: Bool)? {
+        if let r = classifier.classify(
+            protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
+            sourcePort: f.sourcePort, destinationPort: f.destinationPort, ingress: ingress, dscp: f.dscp)
+        {
+            if let connections, rules[r].connection { connections.record(f.flowKey, rule: r, epoch: 0) }
+            return (r, false)
+        }
+        if let connections, let r = connections.lookup(f.flowKey, epoch: 0) { return (r, true) }
+        return nil
     }
 }
 

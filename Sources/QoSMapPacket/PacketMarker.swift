@@ -50,7 +50,37 @@ public enum PacketMarker {
         _ buffer: UnsafeMutableRawBufferPointer, format: PacketFormat, policy: MarkingPolicy
     ) -> RemarkResult {
         guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
-        return mark(p, buffer.count, format, policy, write: true)
+        return mark(p, buffer.count, format, policy, write: true, treatment: nil)
+    }
+
+    /// Remarks a packet a flow rule classified: as
+    /// ``remark(_:format:policy:)``, but the packet's class and color are
+    /// `treatment` whatever its trusted field holds, so it leaves exactly as a
+    /// packet that trust had classified so.
+    public static func remark(
+        _ buffer: UnsafeMutableRawBufferPointer, format: PacketFormat, policy: MarkingPolicy,
+        treatment: Treatment
+    ) -> RemarkResult {
+        guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
+        return mark(p, buffer.count, format, policy, write: true, treatment: treatment)
+    }
+
+    /// ``remark(_:format:policy:treatment:)`` on an array's bytes.
+    @inlinable
+    public static func remark(
+        _ packet: inout [UInt8], format: PacketFormat, policy: MarkingPolicy, treatment: Treatment
+    ) -> RemarkResult {
+        packet.withUnsafeMutableBytes { remark($0, format: format, policy: policy, treatment: treatment) }
+    }
+
+    /// ``classify(_:format:policy:)`` for a packet a flow rule classified as `treatment`.
+    public static func classify(
+        _ buffer: UnsafeRawBufferPointer, format: PacketFormat, policy: MarkingPolicy, treatment: Treatment
+    ) -> RemarkResult {
+        guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
+        return mark(
+            UnsafeMutableRawPointer(mutating: p), buffer.count, format, policy, write: false,
+            treatment: treatment)
     }
 
     /// Remarks a packet held in an array, in place: the same as
@@ -75,7 +105,8 @@ public enum PacketMarker {
     ) -> RemarkResult {
         guard let p = buffer.baseAddress else { return RemarkResult(status: .malformed) }
         // Never written through: with `write: false` every store is skipped.
-        return mark(UnsafeMutableRawPointer(mutating: p), buffer.count, format, policy, write: false)
+        return mark(
+            UnsafeMutableRawPointer(mutating: p), buffer.count, format, policy, write: false, treatment: nil)
     }
 
     /// The body of ``remark(_:format:policy:)`` and ``classify(_:format:policy:)``;
@@ -83,7 +114,7 @@ public enum PacketMarker {
     @inline(__always)
     static func mark(
         _ p: UnsafeMutableRawPointer, _ end: Int, _ format: PacketFormat, _ policy: MarkingPolicy,
-        write: Bool
+        write: Bool, treatment ruled: Treatment?
     ) -> RemarkResult {
         var frame = ParsedFrame()
         guard parse(p, end, format, &frame) else {
@@ -93,7 +124,8 @@ public enum PacketMarker {
         // Ingress: the trusted field, or BE/green when it is absent.
         var treatment = Treatment.bestEffort
         var absent = false
-        switch policy.trust {
+        // A flow rule's class and color stand in for the trusted field's.
+        switch ruled == nil ? policy.trust : .none {
         case .none:
             break
         case .field(.dscp):
@@ -125,6 +157,7 @@ public enum PacketMarker {
             }
         }
 
+        if let ruled { treatment = ruled }
         var result = RemarkResult(
             status: .unsupported, treatment: treatment, tagCount: frame.tagCount,
             labelCount: frame.labelCount,

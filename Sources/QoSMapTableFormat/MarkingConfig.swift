@@ -45,6 +45,8 @@ package protocol MarkingSettings {
     var markOnly: Bool { get set }
     /// Every domain name with its position, to report unknown ones in place.
     var domainReferences: [TableDiagnostic] { get set }
+    /// `classify:`: flow rules, before trust.
+    var classify: FlowRuleSet { get set }
 }
 
 /// Walks the marking keys of a qosmapd config (`tables`, `system-tables`,
@@ -61,7 +63,7 @@ package struct MarkingConfigReader {
     /// Every top-level key of a qosmapd config.
     package static let topKeys = [
         "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-        "metrics", "rules", "datapath", "ebpf",
+        "metrics", "rules", "datapath", "ebpf", "classify",
     ]
 
     /// Creates a reader for `file`.
@@ -151,6 +153,7 @@ package struct MarkingConfigReader {
                 }
                 config.interfaces[name] = i
             }
+        case "classify": config.classify = classify(value)
         case "actions":
             let keys = ["rewrite-dscp", "mark", "priority", "mark-only"]
             for (_, v, k) in mapping(value, "actions", allowed: keys) ?? [] {

@@ -1,0 +1,142 @@
+import Synchronization
+
+// Per-connection rule state for the nfqueue and ebpf datapaths: a
+// direct-mapped table of 65,536 flows (the ebpf map `qm_flows` has the same
+// layout, key and hash; Bpf/qosmap.bpf.c). A flow is the 5-tuple with its two
+// ends in a fixed order, so both directions find one entry. A matched packet
+// writes its entry (when it does not hold this flow and rule already); a
+// packet no rule matches takes the rule its flow's entry holds. When two flows
+// hash to one slot the later one replaces the earlier, whose next matched
+// packet takes the slot back: the other direction of an evicted flow is
+// classified by trust until then. Entries carry the rule set's epoch, so a
+// reload forgets every connection at once.
+
+/// A flow's key: ten 32-bit words, the ends ordered (address, then port).
+public struct FlowKey: Hashable, Sendable {
+    /// Words 0–3 the lower end's address, 4–7 the other's (IPv4 in words 3
+    /// and 7, the rest 0), 8 the ports (lower end's << 16), 9 `v6 << 8 | protocol`.
+    public var w: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+
+    /// The key of a packet's flow (its reverse gives the same key).
+    @inlinable
+    public init(
+        protocolNumber: UInt8?, source: IPAddress, destination: IPAddress, sourcePort: UInt16?,
+        destinationPort: UInt16?
+    ) {
+        let sp = sourcePort ?? 0
+        let dp = destinationPort ?? 0
+        let swap = (destination, dp) < (source, sp)
+        let a = swap ? destination : source
+        let b = swap ? source : destination
+        let pa = swap ? dp : sp
+        let pb = swap ? sp : dp
+        w = (
+            UInt32(truncatingIfNeeded: a.high >> 32), UInt32(truncatingIfNeeded: a.high),
+            UInt32(truncatingIfNeeded: a.low >> 32), UInt32(truncatingIfNeeded: a.low),
+            UInt32(truncatingIfNeeded: b.high >> 32), UInt32(truncatingIfNeeded: b.high),
+            UInt32(truncatingIfNeeded: b.low >> 32), UInt32(truncatingIfNeeded: b.low),
+            UInt32(pa) << 16 | UInt32(pb),
+            (source.isIPv6 ? 0x100 : 0) | UInt32(protocolNumber ?? 0)
+        )
+    }
+
+    /// The key of a described packet's flow.
+    public init(_ p: FlowPacket) {
+        self.init(
+            protocolNumber: p.protocolNumber, source: p.source, destination: p.destination,
+            sourcePort: p.sourcePort, destinationPort: p.destinationPort)
+    }
+
+    /// The words as an array (tests, the ebpf test-run).
+    public var words: [UInt32] { [w.0, w.1, w.2, w.3, w.4, w.5, w.6, w.7, w.8, w.9] }
+
+    /// The slot: FNV-1a over the words (prime 0x01000193), folded; the ebpf
+    /// classifier computes the same (`qm_flow_hash`).
+    @inlinable
+    public var hash32: UInt32 {
+        var h: UInt32 = 0x811C_9DC5
+        @inline(__always) func mix(_ x: UInt32) { h = (h ^ x) &* 0x0100_0193 }
+        mix(w.0)
+        mix(w.1)
+        mix(w.2)
+        mix(w.3)
+        mix(w.4)
+        mix(w.5)
+        mix(w.6)
+        mix(w.7)
+        mix(w.8)
+        mix(w.9)
+        return h ^ (h >> 16)
+    }
+
+    /// Equal words.
+    @inlinable
+    public static func == (a: FlowKey, b: FlowKey) -> Bool {
+        a.w.0 == b.w.0 && a.w.1 == b.w.1 && a.w.2 == b.w.2 && a.w.3 == b.w.3 && a.w.4 == b.w.4
+            && a.w.5 == b.w.5 && a.w.6 == b.w.6 && a.w.7 == b.w.7 && a.w.8 == b.w.8 && a.w.9 == b.w.9
+    }
+
+    /// Hashes the words.
+    public func hash(into hasher: inout Hasher) { hasher.combine(hash32) }
+}
+
+/// The connection table of the nfqueue datapath, shared by every queue
+/// thread (a reply may be queued to another thread than its request). 64
+/// stripes of locks keep threads from waiting on each other.
+public final class ConnectionTable: Sendable {
+    /// Slots (a power of two; the ebpf map's `max_entries`).
+    public static let slots = 65536
+    static let stripes = 64
+
+    struct Entry: Sendable {
+        var key: FlowKey
+        var rule: UInt16  // rule index + 1; 0 empty
+        var epoch: UInt16
+    }
+
+    final class Stripe: Sendable {
+        let entries: Mutex<[Entry]>
+        init(_ e: [Entry]) { entries = Mutex(e) }
+    }
+
+    private let locks: [Stripe]
+
+    /// Creates an empty table.
+    public init() {
+        let empty = Entry(
+            key: FlowKey(
+                protocolNumber: 0, source: IPAddress(ipv4: 0), destination: IPAddress(ipv4: 0),
+                sourcePort: 0, destinationPort: 0), rule: 0, epoch: 0)
+        let per = ConnectionTable.slots / ConnectionTable.stripes
+        locks = (0..<ConnectionTable.stripes).map { _ in Stripe(Array(repeating: empty, count: per)) }
+    }
+
+    @inline(__always)
+    func place(_ key: FlowKey) -> (stripe: Int, index: Int) {
+        let slot = Int(key.hash32) & (ConnectionTable.slots - 1)
+        return (slot & (ConnectionTable.stripes - 1), slot / ConnectionTable.stripes)
+    }
+
+    /// The rule recorded for `key` in `epoch`, or nil.
+    public func lookup(_ key: FlowKey, epoch: UInt16) -> Int? {
+        let (s, i) = place(key)
+        return locks[s].entries.withLock { e in
+            let entry = e[i]
+            return entry.rule != 0 && entry.epoch == epoch && entry.key == key ? Int(entry.rule) - 1 : nil
+        }
+    }
+
+    /// Records that `key`'s flow matched `rule` in `epoch` (replacing whatever
+    /// the slot held). Returns true when the slot held another flow (an eviction).
+    @discardableResult
+    public func record(_ key: FlowKey, rule: Int, epoch: UInt16) -> Bool {
+        let (s, i) = place(key)
+        return locks[s].entries.withLock { e in
+            let old = e[i]
+            let r = UInt16(truncatingIfNeeded: rule + 1)
+            if old.rule == r, old.epoch == epoch, old.key == key { return false }
+            e[i] = Entry(key: key, rule: r, epoch: epoch)
+            return old.rule != 0 && old.epoch == epoch && old.key != key
+        }
+    }
+}
