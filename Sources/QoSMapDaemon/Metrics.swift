@@ -43,6 +43,7 @@ public final class DaemonMetrics: Sendable {
     private let factory: any MetricsFactory
     private let bound = Atomic<Int>(0)
     private let kernel = Mutex<[UInt16: KernelQueueMetrics]>([:])
+    private let rules = Mutex<[String: (packets: Counter, bytes: Counter)]>([:])
 
     /// The kernel's figures for one queue (`/proc/net/netfilter/nfnetlink_queue`).
     public struct KernelQueueMetrics: Sendable {
@@ -134,6 +135,22 @@ public final class DaemonMetrics: Sendable {
         }
     }
 
+    /// The counters of the flow rule `name` (`qosmapd_rule_packets_total` and
+    /// `qosmapd_rule_bytes_total`, label `rule`), created on first use. Rule
+    /// names come from the config, which bounds the label set.
+    public func rule(_ name: String) -> (packets: Counter, bytes: Counter) {
+        rules.withLock { cache in
+            if let c = cache[name] { return c }
+            let labels = [("rule", name)]
+            let c = (
+                packets: Counter(label: "qosmapd_rule_packets_total", dimensions: labels, factory: factory),
+                bytes: Counter(label: "qosmapd_rule_bytes_total", dimensions: labels, factory: factory)
+            )
+            cache[name] = c
+            return c
+        }
+    }
+
     /// Advances the kernel counters by what `sample` adds since the last one.
     public func record(_ deltas: [KernelQueueDelta]) {
         for d in deltas {
@@ -168,6 +185,16 @@ public final class DaemonMetrics: Sendable {
         if counts.malformedTails != 0 {
             malformedTails.increment(by: Int64(counts.malformedTails))
             counts.malformedTails = 0
+        }
+        if counts.ruleTouched {
+            for i in counts.rulePackets.indices where counts.rulePackets[i] != 0 {
+                let c = rule(counts.ruleNames[i])
+                c.packets.increment(by: Int64(clamping: counts.rulePackets[i]))
+                c.bytes.increment(by: Int64(clamping: counts.ruleBytes[i]))
+                counts.rulePackets[i] = 0
+                counts.ruleBytes[i] = 0
+            }
+            counts.ruleTouched = false
         }
     }
 

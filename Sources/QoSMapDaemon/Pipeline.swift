@@ -16,6 +16,8 @@ public struct PacketPipeline {
     private var linkGeneration = 0
     private var policies: [UInt64: MarkingPolicy] = [:]
     private var names: [UInt32: String] = [:]
+    /// The flow rules' ingress class by input ifindex.
+    private var ingressClasses: [UInt32: UInt16] = [:]
     private let interfaceName: (UInt32) -> String?
     private let links: (() -> Int)?
 
@@ -56,6 +58,10 @@ public struct PacketPipeline {
             // A reload may rename domains; interface names may change too.
             policies.removeAll(keepingCapacity: true)
             names.removeAll(keepingCapacity: true)
+            ingressClasses.removeAll(keepingCapacity: true)
+            if snapshot.generation != generation {
+                counts.resetRules(snapshot.flows?.rules.map(\.name) ?? [])
+            }
             generation = snapshot.generation
             linkGeneration = links
         }
@@ -64,6 +70,15 @@ public struct PacketPipeline {
         let p = snapshot.policy(input: name(packet.inputInterface), output: name(packet.outputInterface))
         policies[key] = p
         return p
+    }
+
+    /// The flow rules' class for the packet's input interface (0: none of the rules' interfaces).
+    private mutating func ingressClass(_ packet: QueuedPacket, _ flows: FlowRuntime) -> UInt16 {
+        guard let index = packet.inputInterface, !flows.classifier.ingressClass.isEmpty else { return 0 }
+        if let c = ingressClasses[index] { return c }
+        let c = name(index).flatMap { flows.classifier.ingressClass[$0] } ?? 0
+        ingressClasses[index] = c
+        return c
     }
 
     /// Decides one packet; may rewrite its payload in place. With `rules:
@@ -86,10 +101,29 @@ public struct PacketPipeline {
         let policy = policy(packet, snapshot)
         let truncated = packet.isTruncated
         let rewrite = config.rewriteDSCP && !config.markOnly && !truncated
-        let result =
-            rewrite
-            ? PacketMarker.remark(payload, format: .ip, policy: policy)
-            : PacketMarker.classify(UnsafeRawBufferPointer(payload), format: .ip, policy: policy)
+        // Flow rules first (docs/CLASSIFY.md), then trust.
+        var ruled: Treatment?
+        if let flows = snapshot.flows,
+            let fields = PacketFlow.fields(UnsafeRawBufferPointer(payload), format: .ip),
+            let (index, _) = flows.rule(fields, ingress: ingressClass(packet, flows))
+        {
+            ruled = flows.rules[index].action.treatment(ingress: policy.ingress)
+            // The packet's length as sent, not the copy's (mark-only queues 128 bytes).
+            counts.countRule(index, bytes: Int(packet.capturedLength ?? UInt32(payload.count)))
+        }
+        let result: RemarkResult
+        if let ruled {
+            result =
+                rewrite
+                ? PacketMarker.remark(payload, format: .ip, policy: policy, treatment: ruled)
+                : PacketMarker.classify(
+                    UnsafeRawBufferPointer(payload), format: .ip, policy: policy, treatment: ruled)
+        } else {
+            result =
+                rewrite
+                ? PacketMarker.remark(payload, format: .ip, policy: policy)
+                : PacketMarker.classify(UnsafeRawBufferPointer(payload), format: .ip, policy: policy)
+        }
         var outcome: PacketOutcome
         var returned: UnsafeRawBufferPointer?
         switch result.status {

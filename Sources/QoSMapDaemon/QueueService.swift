@@ -282,8 +282,9 @@ public final class QueueService: Service, Sendable {
             if stopping.load(ordering: .relaxed) { break }
             if snapshot.generation != generation {
                 generation = snapshot.generation
+                // Rule counts belong to the old snapshot's rule names.
+                flushCounts(queue, &pipeline, &sent)
                 if !snapshot.config.queues.contains(number) {
-                    flushCounts(queue, &pipeline, &sent)
                     if unbindIfRemoved(queue, number) { return }
                 }
                 apply(snapshot, to: queue, number, &pipeline)
