@@ -107,6 +107,9 @@ extension QoSMapCommand {
         @Flag(name: .long, help: "Trace every value of the trusted field and report what the path does.")
         var all = false
 
+        @OptionGroup(title: "With --config, the packet its flow rules (classify:) read")
+        var packet: PacketOptions
+
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
 
@@ -120,6 +123,14 @@ extension QoSMapCommand {
             if config != nil && (ingress == nil || egress == nil) {
                 throw ValidationError("--config needs --ingress IF and --egress IF (interface names)")
             }
+            if !packet.isEmpty && config == nil {
+                throw ValidationError(
+                    "--protocol, --source, --destination and ports apply only with --config")
+            }
+            if packet.dscp != nil { throw ValidationError("--dscp: give the arriving DSCP as VALUE") }
+            if !packet.isEmpty && all {
+                throw ValidationError("a described packet traces one VALUE, not --all")
+            }
             if all && value != nil { throw ValidationError("give VALUE or --all, not both") }
             if !all && value == nil { throw ValidationError("missing VALUE; give a value or --all") }
             for h in hop {
@@ -131,15 +142,22 @@ extension QoSMapCommand {
         func standardOutput() throws -> String {
             var set: TableSet
             var hops: [PolicyHop] = []
+            var rule: FlowDecider.Decision?
             if let config, let ingress, let egress {
                 let snapshot = try Self.snapshot(config, tableOptions)
                 set = snapshot.tables
-                hops.append(try Self.configHop(snapshot, ingress: ingress, egress: egress))
+                if !packet.isEmpty {
+                    rule = try Self.ruleDecision(
+                        snapshot, config, packet, value: value ?? "", ingress, egress)
+                }
+                hops.append(
+                    try Self.configHop(snapshot, ingress: ingress, egress: egress, ruled: rule != nil))
             } else {
                 set = try tableOptions.load()
             }
             let path = try buildPath(set, first: hops)
-            return try Self.render(path: path, set: set, value: value, dei: dei, all: all, json: output.json)
+            return try Self.render(
+                path: path, set: set, value: value, dei: dei, all: all, json: output.json, rule: rule)
         }
 
         /// Loads a qosmapd config and its tables as the daemon would (the
@@ -156,17 +174,23 @@ extension QoSMapCommand {
         /// The hop qosmapd makes of a packet from `ingress` to `egress`
         /// (``PolicySnapshot/policy(input:output:)``): the interface's trust and
         /// domains, writing DSCP when `actions.rewrite-dscp` is on.
-        static func configHop(_ snapshot: ExportPolicies, ingress: String, egress: String) throws -> PolicyHop
+        static func configHop(
+            _ snapshot: ExportPolicies, ingress: String, egress: String, ruled: Bool = false
+        )
+            throws -> PolicyHop
         {
             let policy = snapshot.policy(input: ingress, output: egress)
-            guard let trust = policy.trust.field else {
+            // A packet a flow rule classified is traced from its DSCP.
+            guard let trust = ruled ? .dscp : policy.trust.field else {
                 throw UsageError(
                     "interface '\(ingress)' trusts none in the config: every packet is BE/green; nothing to trace"
                 )
             }
             let writes = snapshot.config.rewriteDSCP && !snapshot.config.markOnly ? policy.rewrite.fields : []
+            // Trust none classifies nothing; say so rather than show the DSCP the trace starts from.
+            let note = policy.trust.field == nil ? " (trusts none; a flow rule classifies)" : ""
             return PolicyHop(
-                label: "\(ingress)->\(egress)", trust: trust, inbound: policy.ingress,
+                label: "\(ingress)->\(egress)\(note)", trust: trust, inbound: policy.ingress,
                 outbound: policy.egress,
                 writes: writes)
         }
@@ -188,9 +212,28 @@ extension QoSMapCommand {
             }
         }
 
-        /// Renders one trace or the `--all` analysis, as text or JSON.
+        /// The flow-rule decision for the described packet arriving with DSCP
+        /// `value` on `ingress`: nil when no rule (and no connection) classifies it.
+        static func ruleDecision(
+            _ snapshot: ExportPolicies, _ file: String, _ packet: PacketOptions, value: String,
+            _ ingress: String,
+            _ egress: String
+        ) throws -> FlowDecider.Decision? {
+            var p = try packet.packet(ingress: ingress)
+            do {
+                p.dscp = try DSCP(parsing: value).rawValue
+            } catch {
+                throw UsageError(error.description)
+            }
+            let d = try FlowDecider(snapshot, file: file).decide(p, ecn: packet.ecn, egress: egress)
+            return d?.decision.rule == nil ? nil : d?.decision
+        }
+
+        /// Renders one trace or the `--all` analysis, as text or JSON; `rule`
+        /// is the flow rule that classified the packet at hop 1.
         static func render(
-            path: PolicyPath, set: TableSet, value: String?, dei: Bool, all: Bool, json: Bool
+            path: PolicyPath, set: TableSet, value: String?, dei: Bool, all: Bool, json: Bool,
+            rule: FlowDecider.Decision? = nil
         ) throws -> String {
             let first = path.hops[0].trust
             if all {
@@ -207,9 +250,18 @@ extension QoSMapCommand {
             if dei && first != .dot1p {
                 throw UsageError("--dei applies only when the first hop trusts 8021p, not \(first.name)")
             }
-            let trace = path.trace(raw, dei: dei)
-            if json { return jsonText(ExplainJSON(path: path, trace: trace, set: set)) + "\n" }
-            return traceText(path: path, trace: trace, set: set)
+            let trace = path.trace(raw, dei: dei, first: rule?.treatment)
+            if json {
+                var out = ExplainJSON(path: path, trace: trace, set: set)
+                if let rule, let r = rule.rule {
+                    out.hops[0].classifiedBy = rule.classifiedBy
+                    out.hops[0].rule = ClassifyJSON.Rule(
+                        name: r.name, file: r.position.file, line: r.position.line, column: r.position.column,
+                        set: r.action.description, viaConnection: rule.viaConnection)
+                }
+                return jsonText(out) + "\n"
+            }
+            return traceText(path: path, trace: trace, set: set, rule: rule)
         }
 
         /// `hop 2 P`, or `hop 2` for a hop without a label.
@@ -225,7 +277,11 @@ extension QoSMapCommand {
             return "trusts \(hop.trust.name) in \(hop.inbound.name), \(writes)"
         }
 
-        static func traceText(path: PolicyPath, trace: PathTrace, set: TableSet) -> String {
+        static func traceText(
+            path: PolicyPath, trace: PathTrace, set: TableSet, rule: FlowDecider.Decision? = nil
+        )
+            -> String
+        {
             var lines = ["\(trace.input.field.name) \(trace.input) through \(path.hops.count) hop(s)"]
             for (i, (hop, h)) in zip(path.hops, trace.hops).enumerated() {
                 lines.append("\(name(i, hop)): \(describe(hop))")
@@ -234,7 +290,9 @@ extension QoSMapCommand {
                     ["arrives", "\(hop.trust.name) \(h.arriving)\(deiText)", ""],
                     [
                         "classified", "\(h.treatment)",
-                        "by \(set.source(hop.inbound, .inbound(hop.trust, h.arriving.rawValue)))",
+                        i == 0 && rule != nil
+                            ? "by \(rule!.classifiedBy)"
+                            : "by \(set.source(hop.inbound, .inbound(hop.trust, h.arriving.rawValue)))",
                     ],
                 ]
                 for (j, v) in h.written.enumerated() {
@@ -345,6 +403,8 @@ struct ExplainJSON: Encodable {
         var arriving: FieldValueJSON
         var treatment: TreatmentJSON
         var classifiedBy: String
+        /// The flow rule that classified the packet (hop 1 with --config).
+        var rule: ClassifyJSON.Rule?
         var written: [FieldValueJSON]
     }
     var input: FieldValueJSON

@@ -19,15 +19,28 @@ extension QoSMapCommand {
                   qosmap lint /etc/qosmap/domains.d/edge.yaml --json
                 """)
 
-        @Argument(help: "The domain: a name or a table file.")
-        var domain: String
+        @Argument(help: "The domain: a name or a table file (or --config).")
+        var domain: String?
+
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "A qosmapd config: lint its flow rules (classify:) instead of a domain.", valueName: "FILE"))
+        var config: String?
 
         @OptionGroup var tableOptions: TableOptions
         @OptionGroup var output: OutputOptions
 
+        func validate() throws {
+            if (domain == nil) == (config == nil) {
+                throw ValidationError("give a domain (a name or a table file) or --config FILE, one of them")
+            }
+        }
+
         func result() throws -> (text: String, status: Int32) {
+            if let config { return try Self.lintRules(config, tableOptions, json: output.json) }
             let set = try tableOptions.load()
-            let (d, dset) = try resolveDomainArgument(domain, in: set)
+            let (d, dset) = try resolveDomainArgument(domain ?? "", in: set)
             let reference = TableLoader.builtInDomains.domains["default"]
             let findings = DomainLint.lint(d, reference: reference)
             let failing = findings.filter { !$0.isReferenceChoice }
@@ -44,7 +57,94 @@ extension QoSMapCommand {
             )
             return (lines.joined(separator: "\n") + "\n", status)
         }
+
+        /// The flow rules of a qosmapd config: rules an earlier one shadows,
+        /// and rules whose `set` equals what trust gives every packet they match.
+        static func lintRules(_ path: String, _ options: TableOptions, json: Bool) throws -> (
+            text: String, status: Int32
+        ) {
+            let policies = try Explain.snapshot(path, options)
+            let set = policies.config.classify
+            var findings: [RuleLintJSON.Finding] = []
+            for (j, i) in set.shadowed() {
+                let r = set.rules[j]
+                let by = set.rules[i]
+                findings.append(
+                    .init(
+                        rule: r.name, check: "shadowed", source: "\(r.position)",
+                        message:
+                            "rule '\(r.name)' can never match: rule '\(by.name)' (\(by.position)) matches every packet it does, first"
+                    ))
+            }
+            let shadowed = Set(findings.map(\.rule))
+            for r in set.rules where !shadowed.contains(r.name) {
+                guard let trustGives = redundancy(r, policies) else { continue }
+                let replies =
+                    r.connection
+                    ? "; with connection: true its replies still take \(trustGives) instead of their own trust"
+                    : ""
+                findings.append(
+                    .init(
+                        rule: r.name, check: "same-as-trust", source: "\(r.position)",
+                        message:
+                            "rule '\(r.name)' sets what trust gives anyway (\(trustGives)) for every packet it matches\(replies)"
+                    ))
+            }
+            let status: Int32 = findings.isEmpty ? 0 : 1
+            if json {
+                return (
+                    jsonText(RuleLintJSON(config: path, rules: set.rules.count, findings: findings)) + "\n",
+                    status
+                )
+            }
+            var lines = findings.map { "\($0.source): warning: \($0.message) [\($0.check)]" }
+            lines.append("\(path): \(set.rules.count) rule(s), \(findings.count) finding(s)")
+            return (lines.joined(separator: "\n") + "\n", status)
+        }
+
+        /// The treatment trust gives every packet `rule` can match when that is
+        /// also the rule's, else nil. The packets are those of every
+        /// receiving interface the rule allows (the config's named ones and
+        /// any other) and every DSCP it allows; trust 8021p reads a tag, so a
+        /// rule on such an interface is never redundant.
+        static func redundancy(_ rule: FlowRule, _ policies: ExportPolicies) -> Treatment? {
+            let named = policies.config.interfaces.keys.sorted()
+            let inputs: [String?] =
+                rule.match.ingress.map { $0.sorted().map { Optional($0) } } ?? (named + [nil])
+            let dscps = rule.match.dscp.map { $0.sorted() } ?? Array(0..<64)
+            var seen: Treatment?
+            for input in inputs {
+                let p = policies.policy(input: input, output: nil)
+                let mine = rule.action.treatment(ingress: p.ingress)
+                for d in dscps {
+                    let trust: Treatment
+                    switch p.trust {
+                    case .none: trust = .bestEffort
+                    case .field(.dscp): trust = p.ingress.classify(dscp: DSCP(truncating: d))
+                    case .field(.ipPrecedence):
+                        trust = p.ingress.classify(precedence: DSCP(truncating: d).precedence)
+                    default: return nil
+                    }
+                    guard trust == mine, seen == nil || seen == mine else { return nil }
+                    seen = mine
+                }
+            }
+            return seen
+        }
     }
+}
+
+/// `qosmap lint --config F --json`.
+struct RuleLintJSON: Encodable {
+    struct Finding: Encodable {
+        var rule: String
+        var check: String
+        var source: String
+        var message: String
+    }
+    var config: String
+    var rules: Int
+    var findings: [Finding]
 }
 
 /// `qosmap lint --json`; the schema is in docs/POLICY-TOOLS.md.

@@ -31,7 +31,7 @@ public struct QoSMapCommand: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
-            Export.self, Import.self, Diff.self, Explain.self, Lint.self, Names.self,
+            Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).

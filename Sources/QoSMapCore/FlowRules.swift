@@ -301,6 +301,16 @@ public struct FlowRuleSet: Hashable, Sendable {
     /// Whether any rule keeps per-connection state.
     public var tracksConnections: Bool { rules.contains { $0.connection } }
 
+    /// Rules that can never match because an earlier rule covers them (every
+    /// packet they match, the earlier one matches first): each shadowed rule
+    /// with the first rule that covers it. Pairwise: a rule covered only by
+    /// the union of several earlier ones is not reported.
+    public func shadowed() -> [(rule: Int, by: Int)] {
+        rules.indices.compactMap { j in
+            rules[..<j].firstIndex { $0.match.covers(rules[j].match) }.map { (j, $0) }
+        }
+    }
+
     /// The reference semantics: the index of the first rule `packet`
     /// satisfies. Every datapath must agree with it (tests compare them).
     public func firstMatch(_ packet: FlowPacket) -> Int? {

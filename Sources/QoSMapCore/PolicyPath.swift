@@ -139,20 +139,24 @@ public struct PolicyPath: Sendable {
 
     /// Traces one value of the first hop's trusted field (and, for 802.1p, its
     /// DEI bit) through every hop.
-    public func trace(_ value: UInt8, dei: Bool = false) -> PathTrace {
+    /// `first`, when given, is the first hop's class and color in place of
+    /// what its trusted field gives: a flow rule classified the packet.
+    public func trace(_ value: UInt8, dei: Bool = false, first: Treatment? = nil) -> PathTrace {
         let input = FieldValue(hops[0].trust, truncating: value)
         var marking = Marking()
         marking.write(input)
         if input.field == .dot1p { marking.dei = dei }
         var result: [HopTrace] = []
-        for hop in hops {
+        for (index, hop) in hops.enumerated() {
             // The initializer proved the field is carried.
             let arriving = marking[hop.trust] ?? FieldValue(hop.trust, truncating: 0)
             let readDEI: Bool? = hop.readsDEI ? (marking.dei ?? false) : nil
             let t =
-                hop.trust == .dot1p
-                ? hop.inbound.classify(pcp: PCP(truncating: arriving.rawValue), dei: readDEI ?? false)
-                : hop.inbound.classify(hop.trust, arriving.rawValue)
+                index == 0 && first != nil
+                ? first!
+                : hop.trust == .dot1p
+                    ? hop.inbound.classify(pcp: PCP(truncating: arriving.rawValue), dei: readDEI ?? false)
+                    : hop.inbound.classify(hop.trust, arriving.rawValue)
             var written: [FieldValue] = []
             var writtenDEI: Bool?
             for f in hop.writes {

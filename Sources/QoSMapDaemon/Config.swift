@@ -113,6 +113,15 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
         ebpf:
           detach-on-exit: true   # false: the classifier keeps marking with its last tables after qosmapd exits
           pcp-carry-mask: 0xf8000000  # skb mark bits carrying PCP/DEI from trust-8021p interfaces to egress
+        classify:                # flow rules for unmarked traffic: first match wins, before trust (docs/CLASSIFY.md)
+          sets: {}               # NAME: [198.18.2.0/24, fd00:2::/64, ...]: address sets that rules name
+          rules: []              # - name: N                 (counters: qosmapd_rule_packets_total{rule="N"})
+                                 #   match: {protocol: udp, source: [CIDR|SET], destination: [CIDR|SET],
+                                 #           source-port: [N, N-M], destination-port: [N, N-M],
+                                 #           ingress: [IF], dscp: [D]}      (all keys AND, list items OR)
+                                 #   set: {class: EF, color: green} or {dscp: AF41} (as if it arrived so)
+                                 #   connection: true        (replies of a matched flow get the same class)
+          connection-mark-mask: 0x0fff0000  # ct mark bits holding a connection's rule (export nft --config)
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules

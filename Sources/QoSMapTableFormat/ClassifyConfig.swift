@@ -59,7 +59,10 @@ extension MarkingConfigReader {
                 }
             case "rules":
                 var names: [String: Node] = [:]
-                for item in list(v, "rules") {
+                // `rules: []` is no rule at all, as the embedded default writes it.
+                let items: [Node] =
+                    if case .sequence(let seq) = v, seq.isEmpty { [] } else { list(v, "rules") }
+                for item in items {
                     guard let rule = rule(item, sets: sets) else { continue }
                     if let first = names[rule.name] {
                         let at = first.mark.map { " (first at line \($0.line), column \($0.column))" } ?? ""

@@ -1,0 +1,405 @@
+import ArgumentParser
+import QoSMapCapture
+import QoSMapCore
+import QoSMapPacket
+import QoSMapTables
+
+/// A packet described on the command line (`classify`, `explain --config`).
+struct PacketOptions: ParsableArguments {
+    @Option(name: .long, help: "The protocol: tcp, udp, icmp, icmpv6, sctp, ... or 0-255.")
+    var `protocol`: String?
+
+    @Option(name: .long, help: "The source address (IPv4 or IPv6).")
+    var source: String?
+
+    @Option(name: .long, help: "The destination address.")
+    var destination: String?
+
+    @Option(name: .customLong("source-port"), help: "The source port.")
+    var sourcePort: String?
+
+    @Option(name: .customLong("destination-port"), help: "The destination port.")
+    var destinationPort: String?
+
+    @Option(name: .long, help: "The DSCP it arrives with (a value or PHB name; default 0).")
+    var dscp: String?
+
+    @Option(name: .long, help: "The ECN bits it arrives with (0-3; default 0).")
+    var ecn: UInt8 = 0
+
+    /// Whether any field was given.
+    var isEmpty: Bool {
+        `protocol` == nil && source == nil && destination == nil && sourcePort == nil
+            && destinationPort == nil
+            && dscp == nil
+    }
+
+    /// The packet, received on `ingress`; usage errors name the bad option.
+    func packet(ingress: String?) throws -> FlowPacket {
+        guard let sourceText = source, let destinationText = destination else {
+            throw UsageError("a packet needs --source and --destination (IPv4 or IPv6 addresses)")
+        }
+        guard let src = IPAddress(parsing: sourceText) else {
+            throw UsageError("invalid --source '\(sourceText)'; allowed: an IPv4 or IPv6 address")
+        }
+        guard let dst = IPAddress(parsing: destinationText) else {
+            throw UsageError("invalid --destination '\(destinationText)'; allowed: an IPv4 or IPv6 address")
+        }
+        guard src.isIPv6 == dst.isIPv6 else {
+            throw UsageError(
+                "--source \(sourceText) and --destination \(destinationText) are of different families")
+        }
+        var proto: UInt8 = src.isIPv6 ? 58 : 1
+        if let text = `protocol` {
+            do { proto = try TransportProtocol.parse(text) } catch {
+                throw UsageError("--protocol: \(error)")
+            }
+        } else if sourcePort != nil || destinationPort != nil {
+            throw UsageError("ports need --protocol (tcp, udp, sctp, dccp or udplite)")
+        }
+        func port(_ text: String?, _ name: String) throws -> UInt16? {
+            guard let text else { return TransportProtocol.hasPorts(proto) ? 0 : nil }
+            guard TransportProtocol.hasPorts(proto) else {
+                throw UsageError("--\(name): protocol \(TransportProtocol.name(proto)) has no ports")
+            }
+            guard let v = parseInteger(Substring(text)), (0...65535).contains(v) else {
+                throw UsageError("invalid --\(name) '\(text)'; allowed: 0-65535")
+            }
+            return UInt16(v)
+        }
+        var d: UInt8 = 0
+        if let text = dscp {
+            do { d = try DSCP(parsing: text).rawValue } catch { throw UsageError("--dscp: \(error)") }
+        }
+        guard ecn <= 3 else { throw UsageError("invalid --ecn '\(ecn)'; allowed: 0-3") }
+        return FlowPacket(
+            protocolNumber: proto, source: src, destination: dst,
+            sourcePort: try port(sourcePort, "source-port"),
+            destinationPort: try port(destinationPort, "destination-port"),
+            ingress: ingress, dscp: d)
+    }
+}
+
+/// A qosmapd config's flow rules and policies, deciding packets as qosmapd
+/// does (``FlowClassifier``, the connection table, then trust).
+struct FlowDecider {
+    let policies: ExportPolicies
+    let classifier: FlowClassifier
+    let connections = ConnectionTable()
+
+    /// What one packet gets.
+    struct Decision {
+        var rule: FlowRule?
+        var ruleIndex: Int?
+        var viaConnection = false
+        var treatment: Treatment
+        /// Where trust's cell is written (when no rule classified the packet).
+        var trustSource: String?
+        var trust: TrustMode
+        var inboundDomain: String
+        var outboundDomain: String
+        var leavingDSCP: UInt8?
+        var mark: UInt32?
+        var priority: UInt8?
+    }
+
+    init(_ policies: ExportPolicies, file: String) throws {
+        self.policies = policies
+        do {
+            classifier = try FlowClassifier(policies.config.classify)
+        } catch {
+            throw DataError("\(file):1:1: classify: \(error)")
+        }
+    }
+
+    /// Decides a described packet, built as a bare IP packet
+    /// (``ProbeFrame/packet(_:ecn:payload:)``), that leaves by `egress`.
+    func decide(_ p: FlowPacket, ecn: UInt8, egress: String?) -> (fields: FlowFields, decision: Decision)? {
+        var bytes = ProbeFrame.packet(p, ecn: ecn)
+        return bytes.withUnsafeMutableBytes { buf in
+            PacketFlow.fields(UnsafeRawBufferPointer(buf), format: .ip).map {
+                (
+                    $0,
+                    decide(
+                        UnsafeRawBufferPointer(buf), format: .ip, fields: $0, ingress: p.ingress,
+                        egress: egress)
+                )
+            }
+        }
+    }
+
+    /// Decides a packet (`bytes` a bare IP packet or frame of `format`) that
+    /// arrives on `ingress` and leaves by `egress`.
+    func decide(
+        _ bytes: UnsafeRawBufferPointer, format: PacketFormat, fields f: FlowFields, ingress: String?,
+        egress: String?
+    ) -> Decision {
+        let policy = policies.policy(input: ingress, output: egress)
+        let rules = policies.config.classify.rules
+        var index = classifier.classify(
+            protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
+            sourcePort: f.sourcePort, destinationPort: f.destinationPort,
+            ingress: ingress.flatMap { classifier.ingressClass[$0] } ?? 0, dscp: f.dscp)
+        var via = false
+        if let i = index {
+            if rules[i].connection { connections.record(f.flowKey, rule: i, epoch: 0) }
+        } else if let i = connections.lookup(f.flowKey, epoch: 0) {
+            index = i
+            via = true
+        }
+        let result: RemarkResult
+        var source: String?
+        if let index {
+            result = PacketMarker.classify(
+                bytes, format: format, policy: policy,
+                treatment: rules[index].action.treatment(ingress: policy.ingress))
+        } else {
+            result = PacketMarker.classify(bytes, format: format, policy: policy)
+            if let field = policy.trust.field, field == .dscp || field == .ipPrecedence {
+                let v = field == .dscp ? f.dscp : f.dscp >> 3
+                source = policies.tables.source(policy.ingress, .inbound(field, v))
+            }
+        }
+        let config = policies.config
+        let t = result.treatment
+        return Decision(
+            rule: index.map { rules[$0] }, ruleIndex: index, viaConnection: via, treatment: t,
+            trustSource: source,
+            trust: policy.trust, inboundDomain: policy.ingress.name, outboundDomain: policy.egress.name,
+            leavingDSCP: config.rewriteDSCP || config.markOnly ? result.newDSCP?.rawValue : f.dscp,
+            mark: config.mark?.value(for: t),
+            priority: config.priority ? policy.egress.pcp(for: t).rawValue : nil)
+    }
+}
+
+/// How a packet's flow reads in text: `udp 198.18.1.2:40000 -> 198.18.2.9:5060`.
+func flowText(_ f: FlowFields) -> String {
+    let proto = f.protocolNumber.map(TransportProtocol.name) ?? "?"
+    func end(_ a: IPAddress, _ p: UInt16?) -> String {
+        guard let p else { return a.description }
+        return a.isIPv6 ? "[\(a)]:\(p)" : "\(a):\(p)"
+    }
+    return "\(proto) \(end(f.source, f.sourcePort)) -> \(end(f.destination, f.destinationPort))"
+}
+
+extension FlowDecider.Decision {
+    /// `rule voip (q.yaml:12)`, `connection of rule voip (q.yaml:12)` or `trust dscp in default (default.yaml:40)`.
+    var classifiedBy: String {
+        if let rule {
+            return (viaConnection ? "connection of rule " : "rule ") + "\(rule.name) (\(rule.position))"
+        }
+        let where_ = trustSource.map { " (\($0))" } ?? ""
+        return "trust \(trust.name) in \(inboundDomain)\(where_)"
+    }
+
+    /// `dscp 46 (EF)`, with mark and priority when the config sets them.
+    var leavesText: String {
+        var parts = [leavingDSCP.map { "dscp \(DSCP(truncating: $0))" } ?? "dscp unchanged"]
+        if let mark { parts.append("mark 0x" + String(mark, radix: 16)) }
+        if let priority { parts.append("priority \(priority)") }
+        return parts.joined(separator: ", ")
+    }
+}
+
+/// `qosmap classify --json`, one packet.
+struct ClassifyJSON: Encodable {
+    struct Packet: Encodable {
+        var `protocol`: Int?
+        var source: String
+        var destination: String
+        var sourcePort: Int?
+        var destinationPort: Int?
+        var ingress: String?
+        var egress: String?
+        var dscp: Int
+    }
+    struct Rule: Encodable {
+        var name: String
+        var file: String
+        var line: Int
+        var column: Int
+        var set: String
+        var viaConnection: Bool
+    }
+    struct Leaves: Encodable {
+        var dscp: Int?
+        var mark: UInt32?
+        var priority: Int?
+    }
+    var index: Int?
+    var packet: Packet
+    var rule: Rule?
+    var classifiedBy: String
+    var serviceClass: String
+    var color: String
+    var leaves: Leaves
+
+    init(index: Int? = nil, _ f: FlowFields, ingress: String?, egress: String?, _ d: FlowDecider.Decision) {
+        self.index = index
+        packet = Packet(
+            protocol: f.protocolNumber.map(Int.init), source: f.source.description,
+            destination: f.destination.description, sourcePort: f.sourcePort.map(Int.init),
+            destinationPort: f.destinationPort.map(Int.init), ingress: ingress, egress: egress,
+            dscp: Int(f.dscp))
+        rule = d.rule.map {
+            Rule(
+                name: $0.name, file: $0.position.file, line: $0.position.line, column: $0.position.column,
+                set: $0.action.description, viaConnection: d.viaConnection)
+        }
+        classifiedBy = d.classifiedBy
+        serviceClass = d.treatment.serviceClass.name
+        color = d.treatment.color.name
+        leaves = Leaves(dscp: d.leavingDSCP.map(Int.init), mark: d.mark, priority: d.priority.map(Int.init))
+    }
+}
+
+/// `qosmap classify --in FILE --json`.
+struct ClassifyCaptureJSON: Encodable {
+    var packets: [ClassifyJSON]
+    var notIP: [Int]
+    var byRule: [String: Int]
+    var byTrust: Int
+}
+
+extension QoSMapCommand {
+    /// `qosmap classify`: which flow rule a packet meets, and what it leaves with.
+    struct Classify: TextCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "classify",
+            abstract:
+                "Show which flow rule (classify:) of a qosmapd config a packet matches, and its markings.",
+            discussion: """
+                Describe a packet (--protocol, --source, --destination, ports, --dscp) or give a capture \
+                (--in FILE: pcap or pcapng, each packet decided in order, so that replies take their \
+                connection's rule as qosmapd would). --ingress and --egress name the interfaces it \
+                arrives on and leaves by (others get the config's defaults). Prints the rule that matched \
+                with its file:line (or the trust cell that classified it), the class and color, and the \
+                markings it leaves with. Exit 0; 64 a bad option; 65 a bad config or capture.
+
+                Examples:
+                  qosmap classify --config qosmapd.yaml --protocol udp --source 198.18.1.2 \\
+                      --destination 198.18.2.9 --destination-port 5060 --ingress in1 --egress out1
+                  qosmap classify --config qosmapd.yaml --in trace.pcap --ingress in1 --json
+                """)
+
+        @Option(name: .long, help: ArgumentHelp("The qosmapd config.", valueName: "FILE"))
+        var config: String
+
+        @Option(name: .long, help: "The interface the packet arrives on.")
+        var ingress: String?
+
+        @Option(name: .long, help: "The interface the packet leaves by.")
+        var egress: String?
+
+        @Option(
+            name: .customLong("in"),
+            help: ArgumentHelp("A capture to classify packet by packet.", valueName: "FILE"))
+        var input: String?
+
+        @OptionGroup var packet: PacketOptions
+        @OptionGroup var tableOptions: TableOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            if input != nil, !packet.isEmpty {
+                throw ValidationError("give a packet (--source, --destination, ...) or --in FILE, not both")
+            }
+            if input == nil, packet.isEmpty {
+                throw ValidationError(
+                    "missing packet; give --source and --destination (and --protocol, ports, --dscp), or --in FILE"
+                )
+            }
+        }
+
+        func standardOutput() throws -> String {
+            let policies = try Explain.snapshot(config, tableOptions)
+            let decider = try FlowDecider(policies, file: config)
+            if let input { return try capture(input, decider) }
+            let p = try packet.packet(ingress: ingress)
+            guard let (f, d) = decider.decide(p, ecn: packet.ecn, egress: egress) else {
+                throw UsageError("the described packet could not be built")
+            }
+            do {
+                if output.json {
+                    return jsonText(ClassifyJSON(f, ingress: ingress, egress: egress, d)) + "\n"
+                }
+                let path = "\(ingress ?? "(local)") -> \(egress ?? "(any)")"
+                var lines = ["packet: \(flowText(f)) dscp \(DSCP(truncating: f.dscp)), \(path)"]
+                if let rule = d.rule {
+                    lines.append("rule: \(rule.name) (\(rule.position)): set \(rule.action)")
+                } else {
+                    lines.append(
+                        "rule: none of \(policies.config.classify.rules.count) matched; trust decides")
+                }
+                lines.append("classified: \(d.treatment) by \(d.classifiedBy)")
+                lines.append("leaves: \(d.leavesText) (outbound domain \(d.outboundDomain))")
+                return lines.joined(separator: "\n") + "\n"
+            }
+        }
+
+        func capture(_ path: String, _ decider: FlowDecider) throws -> String {
+            let reader: CaptureReader
+            do {
+                reader = try CaptureReader(path: path)
+            } catch {
+                throw Remark.commandError(error, outputPath: path)
+            }
+            guard let link = LinkLayer(reader.linkType) else {
+                throw DataError(
+                    "\(path): link type \(reader.linkType) is not supported; allowed: the link types remark reads"
+                )
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(reader.snapshotLength, 262_144), alignment: 8)
+            defer { buffer.deallocate() }
+            var packets: [ClassifyJSON] = []
+            var lines: [String] = []
+            var notIP: [Int] = []
+            var byRule: [String: Int] = [:]
+            var byTrust = 0
+            var n = 0
+            while true {
+                let next: CaptureRecord?
+                do {
+                    next = try reader.next(into: buffer)
+                } catch {
+                    throw Remark.commandError(error, outputPath: path)
+                }
+                guard let record = next else { break }
+                n += 1
+                let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<record.capturedLength])
+                guard case .packet(let inner, let format) = link.view(bytes),
+                    let f = PacketFlow.fields(UnsafeRawBufferPointer(inner), format: format)
+                else {
+                    notIP.append(n)
+                    if !output.json { lines.append("\(n) not an IP packet") }
+                    continue
+                }
+                let d = decider.decide(
+                    UnsafeRawBufferPointer(inner), format: format, fields: f, ingress: ingress, egress: egress
+                )
+                if let rule = d.rule { byRule[rule.name, default: 0] += 1 } else { byTrust += 1 }
+                if output.json {
+                    packets.append(ClassifyJSON(index: n, f, ingress: ingress, egress: egress, d))
+                } else {
+                    lines.append(
+                        "\(n) \(flowText(f)) dscp \(f.dscp): \(d.treatment) by \(d.classifiedBy); leaves \(d.leavesText)"
+                    )
+                }
+            }
+            if output.json {
+                return jsonText(
+                    ClassifyCaptureJSON(packets: packets, notIP: notIP, byRule: byRule, byTrust: byTrust))
+                    + "\n"
+            }
+            lines.append("")
+            lines.append(
+                "\(n) packets: \(n - notIP.count - byTrust) by rules, \(byTrust) by trust, \(notIP.count) not IP"
+            )
+            for rule in decider.policies.config.classify.rules where byRule[rule.name] != nil {
+                lines.append("  \(rule.name) (\(rule.position)): \(byRule[rule.name]!)")
+            }
+            return lines.joined(separator: "\n") + "\n"
+        }
+    }
+}
