@@ -93,7 +93,11 @@ def main(path):
             out.append(".Pp")
         else:
             # mandoc wants each sentence on a line of its own.
-            out.extend(re.sub(r"([.?!]) +(?=[A-Z(])", "\\1\n", line).split("\n"))
+            # A text line that starts with ' is a roff control line: escape it.
+            out.extend(
+                "\\&" + l if l.startswith("'") else l
+                for l in re.sub(r"([.?!]) +(?=[A-Z(])", "\\1\n", line).split("\n")
+            )
     text = "\n".join(out)
     text = text.replace('.Sh "EXIT STATUS"\n.Ex -std', EXTRA.rstrip("\n"))
     # A .Pp right after a section or list macro is redundant.
