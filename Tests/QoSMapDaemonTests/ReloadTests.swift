@@ -389,3 +389,24 @@ func monitor(in ns: String) -> LinkMonitor? {
     try? await Task.sleep(for: .milliseconds(300))
     #expect(m.generation == g2)
 }
+
+/// A reload whose rules are bad keeps the old rules (and says where the fault is).
+@Test func reloadWithABadFlowRuleKeepsTheOldRules() throws {
+    let good = """
+        system-tables: false
+        metrics: {port: 0}
+        classify:
+          rules:
+            - {name: voip, match: {protocol: udp, destination-port: 5060}, set: {class: EF}}
+        """
+    let h = try Harness(good)
+    defer { h.remove() }
+    #expect(h.service.store.snapshot.flows?.rules.map(\.name) == ["voip"])
+    try h.write(good.replacingOccurrences(of: "protocol: udp", with: "protocol: udpp"))
+    #expect(!h.service.reload())
+    #expect(h.service.store.snapshot.flows?.rules.map(\.name) == ["voip"])
+    #expect(h.metric("qosmapd_last_reload_success") == 0)
+    try h.write(good.replacingOccurrences(of: "name: voip", with: "name: sip"))
+    #expect(h.service.reload())
+    #expect(h.service.store.snapshot.flows?.rules.map(\.name) == ["sip"])
+}
