@@ -25,6 +25,11 @@ let package = Package(
     targets: [
         // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
         .target(name: "QoSMapCore"),
+        // Layer 0: the YAML reader the table format is written in: libyaml
+        // (Debian's) and the node tree QoSMapYAML composes from its events.
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .target(name: "QoSMapYAML", dependencies: ["CYAML"]),
+
         // Layer 1: the table file format and its loader (Yams).
         .target(
             name: "QoSMapTableFormat",
