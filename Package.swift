@@ -30,10 +30,8 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .target(name: "QoSMapYAML", dependencies: ["CYAML"]),
 
-        // Layer 1: the table file format and its loader (Yams).
-        .target(
-            name: "QoSMapTableFormat",
-            dependencies: ["QoSMapCore", .product(name: "Yams", package: "Yams")]),
+        // Layer 1: the table file format and its loader.
+        .target(name: "QoSMapTableFormat", dependencies: ["QoSMapCore", "QoSMapYAML"]),
         // Layer 1: the built-in tables, compiled in from Tables/ at build time by
         // running the loader above (re-exports it).
         .target(
