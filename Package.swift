@@ -84,8 +84,7 @@ let package = Package(
         .target(
             name: "QoSMapDaemon",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier",
-                .product(name: "Yams", package: "Yams"),
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier", "QoSMapYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -2,7 +2,7 @@ import Foundation
 import NFQueue
 import QoSMapCore
 import QoSMapTables
-import Yams
+import QoSMapYAML
 
 /// qosmapd's configuration, parsed from YAML (see ``DaemonConfig/embeddedDefault``).
 public struct DaemonConfig: Sendable, Equatable, MarkingSettings {

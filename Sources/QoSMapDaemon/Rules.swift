@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import Metrics
 import QoSMapTables
+import QoSMapYAML
 import ServiceLifecycle
 import Synchronization
-import Yams
 
 /// The `rules:` section: who owns the NFQUEUE rules, and with `install` how
 /// qosmapd writes them.
@@ -81,7 +81,7 @@ extension ConfigParser {
     }
 
     mutating func position(_ node: Node) -> TableDiagnostic {
-        TableDiagnostic(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: "")
+        TableDiagnostic(file: file, line: node.mark.line, column: node.mark.column, message: "")
     }
 
     /// Reads the `rules:` mapping.
