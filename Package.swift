@@ -14,7 +14,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -75,10 +74,10 @@ let package = Package(
             dependencies: [
                 "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDevices",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // Yams: the nodes YAMLContext walks, to read a qosmapd config for
+                // QoSMapYAML: the nodes YAMLContext walks, to read a qosmapd config for
                 // `export nft --config` (QoSMapDaemon links libmnl, which has no
                 // static archive, and qosmap is built static).
-                .product(name: "Yams", package: "Yams"),
+                "QoSMapYAML",
             ]),
         .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
         .target(
