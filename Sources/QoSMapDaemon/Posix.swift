@@ -126,19 +126,17 @@ func runChild(_ path: String, _ arguments: [String], input: [UInt8]?) -> Result<
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
     guard rc == 0 else { return .failure(SpawnError(step: "posix_spawn", code: rc)) }
-    // The child holds its own copies; ours must close for EOF to come.
-    for i in [1] {
-        close(outPipe[i])
-        close(errPipe[i])
-        outPipe[i] = -1
-        errPipe[i] = -1
-    }
+    // The child holds its own copies of the write ends; ours must close for EOF to come.
+    close(outPipe[1])
+    close(errPipe[1])
+    outPipe[1] = -1
+    errPipe[1] = -1
 
     var result = ChildResult(exited: false, status: 0, stdout: [], stderr: [])
-    var open = [outPipe[0], errPipe[0]]
+    var reading = [outPipe[0], errPipe[0]]
     var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-    while open.contains(where: { $0 >= 0 }) {
-        var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    while reading.contains(where: { $0 >= 0 }) {
+        var fds = reading.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         if poll(&fds, nfds_t(fds.count), -1) < 0 {
             if errno == EINTR { continue }
             break
@@ -148,7 +146,7 @@ func runChild(_ path: String, _ arguments: [String], input: [UInt8]?) -> Result<
             if n > 0 {
                 if i == 0 { result.stdout += buffer[..<n] } else { result.stderr += buffer[..<n] }
             } else if n == 0 || errno != EINTR {
-                open[i] = -1
+                reading[i] = -1
             }
         }
     }
