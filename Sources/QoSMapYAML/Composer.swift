@@ -121,8 +121,11 @@ private final class Composer {
                 node = target
             case YAML_SCALAR_EVENT:
                 let s = event.event.data.scalar
-                let value = String(
-                    decoding: UnsafeBufferPointer(start: s.value, count: s.length), as: UTF8.self)
+                var bytes = UnsafeBufferPointer(start: s.value, count: s.length)[...]
+                // A byte-order mark opening a scalar was dropped by the decoding the
+                // previous composer used (Foundation's); keys compare without it.
+                if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+                let value = String(decoding: bytes, as: UTF8.self)
                 node = .scalar(
                     Node.Scalar(value, tag: string(s.tag), style: style(s.style), mark: event.startMark))
                 register(string(s.anchor), node)
