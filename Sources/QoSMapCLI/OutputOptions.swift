@@ -64,9 +64,8 @@ func padded(_ cell: String, to length: Int) -> String {
     return String(decoding: Array(cell.utf16.prefix(length)), as: UTF16.self)
 }
 
-/// Writes all of `text` to standard error (`write(2)`, retried on `EINTR`
-/// and short writes; nothing to flush, unlike `FileHandle`'s buffer-free
-/// write it replaces).
+/// Writes all of `text` to standard error, unbuffered as `FileHandle` (not in
+/// FoundationEssentials) wrote it: `write(2)`, retried on `EINTR` and short writes.
 func writeStandardError(_ text: String) {
     var bytes = Array(text.utf8)[...]
     while !bytes.isEmpty {
