@@ -128,6 +128,9 @@ extension QoSMapCommand {
                     "\(path): pcp-carry-mask \(Self.hex(config.carry.mask)) overlaps actions.mark mask \(Self.hex(mark.mask)); allowed: disjoint bits"
                 )
             }
+            // What nft cannot do as qosmapd does is refused, never marked otherwise.
+            let refused = NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
+            if !refused.isEmpty { throw DataError(refused.joined(separator: "\n")) }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
                 systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)
