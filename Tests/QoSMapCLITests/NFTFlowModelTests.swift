@@ -512,6 +512,91 @@ struct NFTFlowModelTests {
         #expect(ruledPackets > 300)
         #expect(connectionPackets > 50)
     }
+
+    /// Runs `export nft --config` on `yaml` written to a file; extra arguments after.
+    static func export(_ yaml: String, _ extra: [String] = []) throws -> (
+        status: Int32, out: String, err: String
+    ) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "qosmap-nft-flow-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("q.yaml")
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        let result = qosmapInProcess(["export", "nft", "--config", file.path] + extra)
+        return (result.status, result.out, result.err.replacingOccurrences(of: file.path, with: "q.yaml"))
+    }
+
+    /// What nft cannot do as qosmapd does is refused: one positioned line
+    /// per problem, exit 65, nothing on standard output.
+    @Test(
+        arguments: [
+            (
+                "classify:\n  rules:\n    - name: cams\n      match: {source: [198.18.3.0/24]}\n      set: {class: AF4}\n",
+                [], "q.yaml:3:7: rule 'cams' can match ICMP with connection: true;"
+            ),
+            (
+                "classify:\n  rules:\n    - name: ping\n      match: {protocol: [tcp, icmpv6]}\n      set: {class: AF4}\n",
+                [], "q.yaml:3:7: rule 'ping' can match ICMP with connection: true;"
+            ),
+            (
+                "classify:\n  connection-mark-mask: 0x3\n  rules:\n"
+                    + (1...4).map {
+                        "    - {name: r\($0), match: {protocol: tcp, destination-port: \($0)}, set: {class: EF}}\n"
+                    }.joined(),
+                [],
+                "q.yaml:7:7: rule 'r4' is rule 4 with connection: true, but connection-mark-mask 0x3 numbers at most 3 rules;"
+            ),
+            (
+                "rules: {hooks: [forward, output]}\nclassify:\n  rules:\n    - name: web\n      match: {protocol: tcp}\n      set: {class: AF2}\n",
+                ["--priority", "raw"],
+                "q.yaml:4:7: rules.hooks has output and a rule has connection: true, but --priority -300 runs before conntrack (-200)"
+            ),
+            (
+                "classify:\n  rules:\n    - name: q\n      match: {ingress: ['a\"b'], protocol: tcp}\n      set: {class: AF2}\n",
+                [], "q.yaml:3:7: rule 'q': interface name 'a\"b' cannot be written as an nft string;"
+            ),
+        ] as [(String, [String], String)])
+    func refusals(yaml: String, extra: [String], message: String) throws {
+        let r = try Self.export(yaml, extra)
+        #expect(r.status == 65)
+        #expect(r.out == "")
+        #expect(r.err.hasPrefix(message), "\(r.err)")
+        #expect(r.err.split(separator: "\n").count == 1, "\(r.err)")
+    }
+
+    /// The same rules without what nft cannot do are accepted: ICMP with
+    /// `connection: false`, a protocol, 3 rules in a 2-bit mask, output after conntrack.
+    @Test func acceptedNeighbours() throws {
+        let yaml = """
+            rules: {hooks: [forward, output]}
+            classify:
+              connection-mark-mask: 0x3
+              rules:
+                - {name: cams, match: {source: [198.18.3.0/24]}, set: {class: AF4}, connection: false}
+                - {name: r2, match: {protocol: udp}, set: {class: EF}}
+                - {name: r3, match: {protocol: [tcp, gre]}, set: {class: EF}}
+                - {name: r4, match: {protocol: icmp}, set: {class: BE}, connection: false}
+            """
+        let r = try Self.export(yaml, ["--priority", "-199", "--table", "qosmap_check"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("ct mark set ct mark & 0xfffffffc | 0x3\n"))
+        #expect(!r.out.contains("| 0x4\n"))
+        if nftCheckable { #expect(try nftCheck(r.out) == nil) }
+    }
+
+    /// Trust 802.1p: a tagged frame that a rule classified leaves no carry
+    /// bits (as one trust classified), and nft accepts the ruleset.
+    @Test func carryClearedByRules() throws {
+        let yaml =
+            try #require(nftTestConfigs.first { $0.0 == "nft-8021p" }?.1)
+            + "\nclassify:\n  rules:\n    - {name: web, match: {protocol: tcp, source-port: 443}, set: {class: AF2}}\n"
+        let text = try nftRuleset("c", yaml, table: "qosmap_check")
+        let start = try #require(text.range(of: "  chain rule1_1 {\n"))
+        let body = text[start.upperBound...].prefix { $0 != "}" }
+        #expect(body.contains("    meta mark set meta mark & 0xffffe0ff\n"))
+        if nftCheckable { #expect(try nftCheck(text) == nil) }
+    }
 }
 
 extension Array {
