@@ -90,6 +90,17 @@ struct NFTFlowRules {
         return out
     }
 
+    /// The ruleset's heading lines about the rules (none without rules).
+    var comment: String {
+        guard !set.isEmpty else { return "" }
+        var out = "# classify: \(set.rules.count) rules before trust, first match wins; counters rule-NAME"
+        if set.tracksConnections {
+            out +=
+                ";\n# a connection's rule number in ct mark & \(QoSMapCommand.Export.hex(set.connectionMarkMask)) (rule 1 is \(QoSMapCommand.Export.hex(connectionValue(0))))"
+        }
+        return out + ".\n"
+    }
+
     /// The named counters and address sets.
     var declarations: String {
         var out = ""

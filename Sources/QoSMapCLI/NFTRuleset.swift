@@ -252,6 +252,7 @@ struct NFTRuleset {
         out +=
             "# Interfaces: \(named.isEmpty ? "none named (config defaults only)" : named.joined(separator: ", "))"
         out += "; others get the config's defaults. ECN bits are kept.\n"
+        out += flows.comment
         out += QoSMapCommand.Export.tableHeader(table)
         out += flows.declarations
         for name in chains.sorted() {
