@@ -14,7 +14,7 @@ let nftClassifyConfig = """
     system-tables: false
     interfaces:
       in1: {trust: dscp}
-      in2: {trust: none, inbound-domain: 5p3d}
+      in2: {trust: none, inbound-domain: site-in}
       out1: {outbound-domain: default}
       out2: {outbound-domain: site}
     actions:
