@@ -164,8 +164,8 @@ struct NFTInterpreter {
 
     /// Evaluates the forward chain on `p` with its conntrack entry `ct` (nil:
     /// untracked). Returns nothing: the packet, entry and counters change.
-    mutating func forward(_ p: inout Packet, _ ct: inout Conntrack?) {
-        var chain = "forward"
+    mutating func run(_ p: inout Packet, _ ct: inout Conntrack?, hook: String) {
+        var chain = hook
         var hops = 0
         while hops < 100 {
             hops += 1
@@ -374,11 +374,15 @@ struct NFTFlowModelTests {
     /// text's interpreter (with a conntrack model) and through qosmapd's
     /// nfqueue pipeline (PolicySnapshot, FlowRuntime, PacketMarker): the same
     /// DSCP, mark, priority and rule counted for every packet.
-    @Test(arguments: [1, 2, 3, 4] as [UInt64])
-    func rulesetMarksAsQosmapd(seed: UInt64) throws {
-        let text = try nftRuleset("nft-classify", nftClassifyConfig)
+    /// With `output: true`, the config adds `rules.hooks: [forward, output]`
+    /// and half the packets are the host's own (output hook, no ingress).
+    @Test(arguments: [1, 2, 3, 4] as [UInt64], [false, true])
+    func rulesetMarksAsQosmapd(seed: UInt64, output: Bool) throws {
+        let yaml = nftClassifyConfig + (output ? "\nrules: {hooks: [forward, output]}\n" : "")
+        let text = try nftRuleset("nft-classify", yaml)
+        #expect(text.contains("  chain output {\n") == output)
         var nft = try NFTInterpreter(text)
-        let daemonConfig = try DaemonConfig.parse(nftClassifyConfig, file: "nft-classify.yaml")
+        let daemonConfig = try DaemonConfig.parse(yaml, file: "nft-classify.yaml")
         var withTables = daemonConfig
         withTables.tables = [nftTablesDirectory]
         let snapshot = try PolicySnapshot(config: withTables, generation: 1)
@@ -438,7 +442,8 @@ struct NFTFlowModelTests {
             flow.dscp =
                 ([0, 0, 46, 10, 34] as [UInt8]).randomElement(using: &rng)
                 ?? UInt8.random(in: 0..<64, using: &rng)
-            let inIndex = Int.random(in: 0...Self.interfaces.count, using: &rng)
+            let local = output && Bool.random(using: &rng)
+            let inIndex = local ? 0 : Int.random(in: 0...Self.interfaces.count, using: &rng)
             var outIndex = Int.random(in: 1...Self.interfaces.count, using: &rng)
             if outIndex == inIndex { outIndex = outIndex % Self.interfaces.count + 1 }
             flow.ingress = inIndex == 0 ? nil : Self.interfaces[inIndex - 1]
@@ -460,7 +465,8 @@ struct NFTFlowModelTests {
             let before = pipeline.counts.rulePackets
             let verdict = bytes.withUnsafeMutableBytes { buf in
                 var q = QueuedPacket(
-                    id: 1, mark: mark, inputInterface: UInt32(inIndex), outputInterface: UInt32(outIndex),
+                    id: 1, hook: local ? 3 : 2, mark: mark, inputInterface: local ? nil : UInt32(inIndex),
+                    outputInterface: UInt32(outIndex),
                     payload: buf)
                 return pipeline.decide(&q, snapshot: snapshot)
             }
@@ -487,7 +493,7 @@ struct NFTFlowModelTests {
             entry.0.state = entry.0.replied ? "established" : "new"
             var ct: NFTInterpreter.Conntrack? = entry.0
             let counted = nft.counters
-            nft.forward(&p, &ct)
+            nft.run(&p, &ct, hook: local ? "output" : "forward")
             entry.0 = ct!
             entry.0.confirmed = true
             conntrack[key] = entry
