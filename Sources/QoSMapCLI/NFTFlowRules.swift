@@ -44,15 +44,16 @@ struct NFTFlowRules {
                 )
             }
             // conntrack keeps an ICMP echo by its identifier and makes ICMP
-            // errors part of the connection they are about; qosmapd's
-            // connection is the address pair alone. The two would differ.
-            let icmp: Set<UInt8> = [1, 58]
+            // errors part of the connection they are about; without a DCCP
+            // tracker (6.18 here has none) it keeps DCCP as an unknown
+            // protocol, by address pair. qosmapd keys both by 5-tuple.
             let portKeys = rule.match.sourcePorts != nil || rule.match.destinationPorts != nil
-            if rule.connection, !portKeys,
-                rule.match.protocols.map({ !$0.isDisjoint(with: icmp) }) ?? true
-            {
+            let differing: [UInt8] = (portKeys ? [33] : [1, 58, 33]).filter {
+                rule.match.protocols?.contains($0) ?? true
+            }
+            if rule.connection, !differing.isEmpty {
                 out.append(
-                    "\(at): rule '\(rule.name)' can match ICMP with connection: true; conntrack tracks ICMP by echo identifier, qosmapd by address pair, so nft would mark differently; allowed: connection: false, or a protocol other than icmp and icmpv6"
+                    "\(at): rule '\(rule.name)' has connection: true and can match \(differing.map(TransportProtocol.name).joined(separator: ", ")), whose connections conntrack keys otherwise than qosmapd (ICMP by echo identifier, DCCP by address pair), so nft would mark differently; allowed: connection: false, or a protocol list without them"
                 )
             }
             for name in rule.match.ingress ?? [] where !name.allSatisfy({ $0 != "\"" && $0 != "\\" }) {
