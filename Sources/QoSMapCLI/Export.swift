@@ -17,7 +17,11 @@ extension QoSMapCommand {
                 With --config qosmapd.yaml: the same markings qosmapd would give, with no daemon: a \
                 forward-hook chain maps iifname . oifname to one chain per distinct DSCP table, whose \
                 ip dscp and ip6 dscp verdict maps go to one chain per distinct action (DSCP, mark, \
-                priority); interfaces the config does not name get its defaults. The table carries \
+                priority); interfaces the config does not name get its defaults. The config's \
+                classify: rules come first in each such chain: a match counts in the named counter \
+                rule-NAME and keeps its rule number in the conntrack mark (connection-mark-mask), \
+                so that the connection's other packets get the same class and color; a config nft \
+                cannot mark exactly as qosmapd does is refused (docs/CLASSIFY.md). The table carries \
                 the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
                 one transaction.
 
@@ -128,6 +132,9 @@ extension QoSMapCommand {
                     "\(path): pcp-carry-mask \(Self.hex(config.carry.mask)) overlaps actions.mark mask \(Self.hex(mark.mask)); allowed: disjoint bits"
                 )
             }
+            // What nft cannot do as qosmapd does is refused, never marked otherwise.
+            let refused = NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
+            if !refused.isEmpty { throw DataError(refused.joined(separator: "\n")) }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
                 systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)

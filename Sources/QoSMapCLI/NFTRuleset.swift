@@ -139,9 +139,42 @@ struct NFTRuleset {
         // compiles `ip6 dscp` inside a concatenation as `ip6 dscp >> 6` on the
         // little-endian register, so every IPv6 key misses (seen on this VM).
         var policyChains: [(body: String, pairs: [String])] = []
+        let flows = NFTFlowRules(config.classify)
+        /// Rule chains by (rule, IPv4 verdict, IPv6 verdict, clears carry).
+        var ruleChains: [String: String] = [:]
+        var ruleChainCount: [Int: Int] = [:]
+        /// The chain of rule `n` under `policy`: count, connection, then the
+        /// egress marking of the rule's class and color, as trust's.
+        func ruleChain(_ n: Int, _ policy: MarkingPolicy) -> String {
+            let t = config.classify.rules[n].action.treatment(ingress: policy.ingress)
+            let verdicts = Family.allCases.map { f in
+                var probe = Self.header(f, dscp: 0)
+                let result = PacketMarker.remark(&probe, format: .ip, policy: policy, treatment: t)
+                return verdict(action(result, policy, newDSCP: result.newDSCP?.rawValue), f)
+            }
+            let clearing = policy.trust == .dot1p && carry.mask != 0
+            let key = "\(n) \(verdicts.joined(separator: " ")) \(clearing)"
+            if let name = ruleChains[key] { return name }
+            let k = (ruleChainCount[n] ?? 0) + 1
+            ruleChainCount[n] = k
+            let name = "rule\(n + 1)_\(k)"
+            ruleChains[key] = name
+            var body = flows.chainHead(n)
+            // A tagged frame a rule classified leaves no carry bits, as when trust did.
+            if clearing { body += clearCarry }
+            if verdicts.allSatisfy({ $0 == "accept" }) {
+                body += "    accept\n"
+            } else {
+                body += "    meta nfproto vmap { ipv4 : \(verdicts[0]), ipv6 : \(verdicts[1]) }\n"
+            }
+            chains.insert(name)
+            bodies[name] = body
+            return name
+        }
         func policyChain(_ i: String?, _ o: String?) -> String {
             let policy = policies.policy(input: i, output: o)
-            var body = ""
+            // Flow rules first, then the connection's rule, then trust.
+            var body = flows.scan { ruleChain($0, policy) }
             if policy.trust == .dot1p {
                 // Tagged frames: the ingress chain put 1, PCP, DEI in the carry bits.
                 for f in Family.allCases {
@@ -199,6 +232,7 @@ struct NFTRuleset {
         var base = ""
         base += "  chain forward {\n"
         base += "    type filter hook forward priority \(priority); policy accept;\n"
+        base += flows.clearNewConnection
         base += only ?? ""
         base += rules(inputs: inputs, outputs: outputs)
         base += "  }\n"
@@ -206,6 +240,7 @@ struct NFTRuleset {
             // Host-originated packets have no input interface: the config's defaults.
             base += "  chain output {\n"
             base += "    type filter hook output priority \(priority); policy accept;\n"
+            base += flows.clearNewConnection
             base += only ?? ""
             base += rules(inputs: [nil], outputs: outputs)
             base += "  }\n"
@@ -217,7 +252,9 @@ struct NFTRuleset {
         out +=
             "# Interfaces: \(named.isEmpty ? "none named (config defaults only)" : named.joined(separator: ", "))"
         out += "; others get the config's defaults. ECN bits are kept.\n"
+        out += flows.comment
         out += QoSMapCommand.Export.tableHeader(table)
+        out += flows.declarations
         for name in chains.sorted() {
             out += "  chain \(name) {\n" + (bodies[name] ?? "") + "  }\n"
         }

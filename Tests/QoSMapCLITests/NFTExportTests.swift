@@ -27,6 +27,7 @@ let nftTestConfigs: [(String, String)] = [
         """
     ),
     ("nft-empty", "system-tables: false\n"),
+    ("nft-classify", nftClassifyConfig),
     (
         // Trust 8021p (qosmapd takes it with datapath: ebpf): a netdev ingress
         // chain on lo, which exists wherever `nft -c` runs.
