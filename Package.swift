@@ -14,7 +14,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -25,10 +24,13 @@ let package = Package(
     targets: [
         // Layer 1: pure Swift, no C, no Foundation. Codepoints, classes, colors, domains.
         .target(name: "QoSMapCore"),
-        // Layer 1: the table file format and its loader (Yams).
-        .target(
-            name: "QoSMapTableFormat",
-            dependencies: ["QoSMapCore", .product(name: "Yams", package: "Yams")]),
+        // Layer 0: the YAML reader the table format is written in: libyaml
+        // (Debian's) and the node tree QoSMapYAML composes from its events.
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .target(name: "QoSMapYAML", dependencies: ["CYAML"]),
+
+        // Layer 1: the table file format and its loader.
+        .target(name: "QoSMapTableFormat", dependencies: ["QoSMapCore", "QoSMapYAML"]),
         // Layer 1: the built-in tables, compiled in from Tables/ at build time by
         // running the loader above (re-exports it).
         .target(
@@ -72,17 +74,16 @@ let package = Package(
             dependencies: [
                 "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDevices",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // Yams: the nodes YAMLContext walks, to read a qosmapd config for
+                // QoSMapYAML: the nodes YAMLContext walks, to read a qosmapd config for
                 // `export nft --config` (QoSMapDaemon links libmnl, which has no
                 // static archive, and qosmap is built static).
-                .product(name: "Yams", package: "Yams"),
+                "QoSMapYAML",
             ]),
         .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
         .target(
             name: "QoSMapDaemon",
             dependencies: [
-                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier",
-                .product(name: "Yams", package: "Yams"),
+                "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier", "QoSMapYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

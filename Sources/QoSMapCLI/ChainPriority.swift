@@ -1,4 +1,11 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// An nftables base-chain priority as `export nft --priority` takes it: a
 /// number in nft's range (a signed 32-bit integer), or one of nft's standard
@@ -20,7 +27,7 @@ struct ChainPriority: Equatable, CustomStringConvertible {
     /// Parses `N`, `NAME`, `NAME+N` or `NAME-N`; nil for anything else or a
     /// value outside nft's signed 32-bit range.
     init?(argument: String) {
-        let text = argument.trimmingCharacters(in: .whitespaces).lowercased()
+        let text = trimmingBlanks(argument).lowercased()
         var total: Int?
         if let n = Int(text) {
             total = n

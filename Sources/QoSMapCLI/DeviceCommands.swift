@@ -1,8 +1,16 @@
 import ArgumentParser
-import Foundation
 import QoSMapCore
 import QoSMapDevices
 import QoSMapTables
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension DeviceFormat: ExpressibleByArgument {
     /// Parses `sonic`, `junos`, `iosxr` or `linux`.
@@ -159,7 +167,7 @@ enum DeviceFile {
             text = try TableLoader.source(atPath: path).text
         } catch {
             // The loader words it for table files; this is a device's file.
-            throw DataError(error.description.replacingOccurrences(of: "table file", with: "\(format) file"))
+            throw DataError(error.description.replacing("table file", with: "\(format) file"))
         }
         let all: [ImportedDomain]
         do {
@@ -208,15 +216,33 @@ enum DomainNameCheck {
 func writeTextAtomically(_ text: String, to path: String) throws {
     let target = OutputTarget(path)
     do {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: target.writePath))
+        try writeFile(text, to: target.writePath, shownAs: path)
         guard !target.renames || rename(target.writePath, path) == 0 else {
             throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))")
         }
     } catch let error as DataError {
         if target.renames { unlink(target.writePath) }
         throw error
-    } catch {
-        if target.renames { unlink(target.writePath) }
-        throw DataError("\(path): cannot write: \(error.localizedDescription)")
+    }
+}
+
+/// Writes `text` to `writePath` (created, or truncated), naming `shownAs` in
+/// an error: one line with the system's reason.
+private func writeFile(_ text: String, to writePath: String, shownAs path: String) throws(DataError) {
+    let fd = open(writePath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+    guard fd >= 0 else { throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))") }
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n > 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw DataError("\(path): cannot write: \(reason)")
+        }
+        bytes = bytes.dropFirst(n)
+    }
+    guard close(fd) == 0 else {
+        throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))")
     }
 }

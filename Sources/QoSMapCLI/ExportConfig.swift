@@ -1,8 +1,16 @@
-import Foundation
 import QoSMapCore
 import QoSMapPacket
 import QoSMapTables
-import Yams
+import QoSMapYAML
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The part of a qosmapd config that decides markings, read for `qosmap
 /// export nft --config`.

@@ -1,7 +1,15 @@
 import ArgumentParser
-import Foundation
 import QoSMapCore
 import QoSMapTables
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The `qosmap` command: query, show and validate QoS priority-mapping tables.
 public struct QoSMapCommand: ParsableCommand {
@@ -44,7 +52,7 @@ public struct QoSMapCommand: ParsableCommand {
         do {
             var command = try parse(args)
             try command.run()
-            Foundation.exit(0)
+            Glibc.exit(0)
         } catch {
             let report = report(for: error, json: args.contains("--json"))
             if report.text.isEmpty {
@@ -53,7 +61,7 @@ public struct QoSMapCommand: ParsableCommand {
             } else {
                 printError(report.text)
             }
-            Foundation.exit(report.status)
+            Glibc.exit(report.status)
         }
     }
 
@@ -160,7 +168,7 @@ public struct QoSMapCommand: ParsableCommand {
     /// ArgumentParser lists six or more allowed values as bullets on lines of
     /// their own; every qosmap error is one line, so they are joined with commas.
     static func oneLine(_ message: String) -> String {
-        message.replacingOccurrences(of: ":\n  - ", with: ": ").replacingOccurrences(of: "\n  - ", with: ", ")
+        message.replacing(":\n  - ", with: ": ").replacing("\n  - ", with: ", ")
     }
 }
 
@@ -190,7 +198,7 @@ struct ErrorJSON: Encodable {
 
     /// The word after `marker` ("dscp value 99 is out of range" gives 99).
     static func valueAfter(_ marker: String, in s: String) -> String? {
-        guard let r = s.range(of: marker) else { return nil }
+        guard let r = s.firstRange(of: marker) else { return nil }
         let word = s[r.upperBound...].prefix { !$0.isWhitespace && $0 != ";" }
         return word.isEmpty ? nil : String(word)
     }
@@ -204,7 +212,7 @@ struct ErrorJSON: Encodable {
     /// The list after "allowed: " (qosmap's wording) or "provide one of"
     /// (ArgumentParser's).
     static func allowed(in s: String) -> [String] {
-        if let r = s.range(of: "allowed: ") {
+        if let r = s.firstRange(of: "allowed: ") {
             // Commas inside parentheses ("8021p (pcp, dot1p)") do not separate.
             var items: [String] = []
             var item = ""
@@ -220,12 +228,12 @@ struct ErrorJSON: Encodable {
                 }
             }
             items.append(item)
-            return items.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return items.map { trimmingBlanks($0) }.filter { !$0.isEmpty }
         }
-        if let r = s.range(of: "one of the following: ") {
-            return s[r.upperBound...].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if let r = s.firstRange(of: "one of the following: ") {
+            return s[r.upperBound...].split(separator: ",").map { trimmingBlanks($0) }
         }
-        if let r = s.range(of: "provide one of ") {
+        if let r = s.firstRange(of: "provide one of ") {
             return quoted(String(s[r.upperBound...]))
         }
         return []

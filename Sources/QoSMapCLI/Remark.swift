@@ -1,9 +1,17 @@
 import ArgumentParser
-import Foundation
 import QoSMapCapture
 import QoSMapCore
 import QoSMapPacket
 import QoSMapTables
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension QoSMapCommand {
     /// `qosmap remark --in IN --out OUT`: rewrite the markings of a capture file.

@@ -1,7 +1,15 @@
 import ArgumentParser
-import Foundation
 import QoSMapCore
 import QoSMapTables
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension QoSMapCommand {
     /// `qosmap show <domain>`: a domain's tables laid out like the reference's.

@@ -1,8 +1,16 @@
 import ArgumentParser
-import Foundation
 import QoSMapCore
 import QoSMapPacket
 import QoSMapTables
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
 struct TableOptions: ParsableArguments {
@@ -91,8 +99,8 @@ func resolveDomain(_ name: String, in set: TableSet) throws -> DSDomain {
 
 /// Whether a path names an existing directory.
 func isDirectory(_ path: String) -> Bool {
-    var isDir: ObjCBool = false
-    return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+    var st = stat()
+    return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
 }
 
 /// Shell-completion values for options whose values are names.

@@ -1,8 +1,16 @@
-import Foundation
 import NFQueue
 import QoSMapCore
 import QoSMapTables
-import Yams
+import QoSMapYAML
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// qosmapd's configuration, parsed from YAML (see ``DaemonConfig/embeddedDefault``).
 public struct DaemonConfig: Sendable, Equatable, MarkingSettings {

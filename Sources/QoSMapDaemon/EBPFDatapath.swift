@@ -1,10 +1,18 @@
 import BPFClassifier
-import Foundation
 import Logging
 import QoSMapCore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `datapath: ebpf`: the tables compiled into a tc classifier
 /// (`Bpf/qosmap.bpf.c`, embedded at build time) attached at clsact egress on

@@ -1,4 +1,11 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One queue's row in `/proc/net/netfilter/nfnetlink_queue`.
 public struct KernelQueueRow: Sendable, Equatable {

@@ -1,6 +1,11 @@
-import Foundation
 import Logging
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -78,9 +83,7 @@ public final class LinkMonitor: Sendable {
     /// Starts the listening thread (no-op without a socket).
     public func start() {
         guard fd >= 0, !running.exchange(true, ordering: .relaxed) else { return }
-        let thread = Thread { [self] in listen() }
-        thread.name = "qosmapd-links"
-        thread.start()
+        startThread(name: "qosmapd-links") { [self] in listen() }
     }
 
     /// Stops the thread; it closes the socket within its receive timeout.
@@ -104,7 +107,7 @@ public final class LinkMonitor: Sendable {
             default:
                 logger.error(
                     "rtnetlink receive failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
-                Thread.sleep(forTimeInterval: 0.25)  // no busy loop on a persistent error
+                sleep(seconds: 0.25)  // no busy loop on a persistent error
                 bump()
             }
         }

@@ -1,8 +1,16 @@
-import Foundation
 import QoSMapCore
 import QoSMapPacket
 import QoSMapTables
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A consistent config plus tables: what every packet is decided with. A
 /// reload builds a new one and swaps it in whole, so no packet sees a mix.

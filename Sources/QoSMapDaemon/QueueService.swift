@@ -1,9 +1,17 @@
-import Foundation
 import Logging
 import NFQueue
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The daemon: one thread per configured queue deciding packets with the
 /// current ``PolicySnapshot``; SIGHUP reloads config, tables, queues and the
@@ -159,12 +167,10 @@ public final class QueueService: Service, Sendable {
             }
         }
         running.add(1, ordering: .relaxed)
-        let sampler = Thread { [self] in
+        startThread(name: "qosmapd-kernel-stats") { [self] in
             sample(monitor)
             running.subtract(1, ordering: .relaxed)
         }
-        sampler.name = "qosmapd-kernel-stats"
-        sampler.start()
     }
 
     /// Stops every thread (each unbinds its queue) and the link monitor.
@@ -240,12 +246,10 @@ public final class QueueService: Service, Sendable {
     private func spawn(_ number: UInt16, _ handoff: QueueHandoff) {
         running.add(1, ordering: .relaxed)
         let monitor = links.withLock { $0 }
-        let thread = Thread { [self] in
+        startThread(name: "qosmapd-queue-\(number)") { [self] in
             self.serve(handoff.queue, number, monitor)
             self.running.subtract(1, ordering: .relaxed)
         }
-        thread.name = "qosmapd-queue-\(number)"
-        thread.start()
     }
 
     /// Every second, hands the kernel's per-queue figures to the metrics;
@@ -259,7 +263,7 @@ public final class QueueService: Service, Sendable {
             }
             if ticks % 40 == 39, !monitor.isListening { monitor.bump() }
             ticks += 1
-            Thread.sleep(forTimeInterval: 0.25)  // short steps: a stop is noticed quickly
+            sleep(seconds: 0.25)  // short steps: a stop is noticed quickly
         }
     }
 
@@ -313,7 +317,7 @@ public final class QueueService: Service, Sendable {
                     metrics.verdictErrors.increment()
                 default:
                     logger.error("queue error", metadata: ["queue": "\(number)", "error": "\(error)"])
-                    Thread.sleep(forTimeInterval: 0.01)  // no busy loop on a persistent error
+                    sleep(seconds: 0.01)  // no busy loop on a persistent error
                 }
             }
         }

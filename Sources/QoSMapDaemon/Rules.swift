@@ -1,10 +1,18 @@
-import Foundation
 import Logging
 import Metrics
 import QoSMapTables
+import QoSMapYAML
 import ServiceLifecycle
 import Synchronization
-import Yams
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The `rules:` section: who owns the NFQUEUE rules, and with `install` how
 /// qosmapd writes them.
@@ -81,7 +89,7 @@ extension ConfigParser {
     }
 
     mutating func position(_ node: Node) -> TableDiagnostic {
-        TableDiagnostic(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: "")
+        TableDiagnostic(file: file, line: node.mark.line, column: node.mark.column, message: "")
     }
 
     /// Reads the `rules:` mapping.
@@ -268,7 +276,9 @@ public enum RuleSet {
         var tables: [String: SavedTable] = [:]
         var current: String?
         for raw in text.split(separator: "\n") {
-            var line = raw.trimmingCharacters(in: .whitespaces)[...]
+            // iptables-save writes ASCII: blanks are spaces and tabs.
+            var line = raw.drop { $0 == " " || $0 == "\t" }
+            while line.last == " " || line.last == "\t" { line = line.dropLast() }
             if line.hasPrefix("*") {
                 let name = String(line.dropFirst())
                 if tables[name] == nil { tables[name] = SavedTable() }
@@ -441,7 +451,7 @@ public struct CommandRunner: Sendable {
         return nil
     }
 
-    /// Runs the real command through Foundation `Process`.
+    /// Runs the real command (`posix_spawn`, see ``runChild(_:_:input:)``).
     public static let system = CommandRunner { name, arguments, input in
         guard let path = which(name) else {
             throw RuleError(
@@ -449,41 +459,23 @@ public struct CommandRunner: Sendable {
             )
         }
         let line = ([path] + arguments).joined(separator: " ")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        if let input {
-            // Written and closed before launch: a script this small fits in the
-            // pipe buffer, so no write blocks, and none can raise SIGPIPE.
-            let bytes = Data(input.utf8)
-            guard bytes.count < 60_000 else {
-                throw RuleError(
-                    "\(line): rule script of \(bytes.count) bytes is too long; allowed: under 60000")
-            }
-            let stdin = Pipe()
-            stdin.fileHandleForWriting.write(bytes)
-            try? stdin.fileHandleForWriting.close()
-            process.standardInput = stdin
-        } else {
-            process.standardInput = FileHandle.nullDevice
+        // Written and closed before launch: a script this small fits in the
+        // pipe buffer, so no write blocks, and none can raise SIGPIPE.
+        let bytes = input.map { Array($0.utf8) }
+        if let bytes, bytes.count >= 60_000 {
+            throw RuleError("\(line): rule script of \(bytes.count) bytes is too long; allowed: under 60000")
         }
-        do {
-            try process.run()
-        } catch {
-            throw RuleError("\(line): cannot run: \(error.localizedDescription)")
+        let child: ChildResult
+        switch runChild(path, arguments, input: bytes) {
+        case .success(let result): child = result
+        case .failure(let error): throw RuleError("\(line): cannot run: \(error)")
         }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            let said = String(decoding: stderr, as: UTF8.self).split(separator: "\n").joined(separator: "; ")
-            throw RuleError("\(line) failed (status \(process.terminationStatus)): \(said)")
+        guard child.exited, child.status == 0 else {
+            let said = String(decoding: child.stderr, as: UTF8.self).split(separator: "\n").joined(
+                separator: "; ")
+            throw RuleError("\(line) failed (status \(child.status)): \(said)")
         }
-        return String(decoding: stdout, as: UTF8.self)
+        return String(decoding: child.stdout, as: UTF8.self)
     }
 }
 

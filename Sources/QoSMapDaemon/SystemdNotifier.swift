@@ -1,4 +1,11 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// sd_notify without libsystemd: one datagram to `$NOTIFY_SOCKET`.
 public struct SystemdNotifier: Sendable {

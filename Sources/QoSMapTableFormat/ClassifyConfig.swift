@@ -1,5 +1,5 @@
 import QoSMapCore
-package import Yams
+package import QoSMapYAML
 
 /// Reads a qosmapd config's `classify:` section (sets and rules) into a
 /// ``FlowRuleSet``, every problem positioned; qosmapd and every `qosmap`
@@ -65,7 +65,7 @@ extension MarkingConfigReader {
                 for item in items {
                     guard let rule = rule(item, sets: sets) else { continue }
                     if let first = names[rule.name] {
-                        let at = first.mark.map { " (first at line \($0.line), column \($0.column))" } ?? ""
+                        let at = " (first at line \(first.mark.line), column \(first.mark.column))"
                         yaml.error(item, "duplicate rule name '\(rule.name)'\(at); allowed: unique names")
                         continue
                     }
@@ -146,7 +146,7 @@ extension MarkingConfigReader {
         let mark = node.mark
         return FlowRule(
             name: name, match: match, action: action, connection: connection,
-            position: SourcePosition(file: yaml.file, line: mark?.line ?? 1, column: mark?.column ?? 1))
+            position: SourcePosition(file: yaml.file, line: mark.line, column: mark.column))
     }
 
     /// A rule's `match:`.

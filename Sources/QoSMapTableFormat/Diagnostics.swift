@@ -1,7 +1,7 @@
 import QoSMapCore
-// `package`: YAMLContext, which takes Yams nodes, is shared with the daemon's
-// config parser; nothing public exposes Yams.
-package import Yams
+// `package`: YAMLContext, which takes QoSMapYAML's nodes, is shared with the
+// daemon's config parser; nothing public exposes them.
+package import QoSMapYAML
 
 /// One problem found in a table file, reported as `file:line:column: message`.
 public struct TableDiagnostic: Error, Equatable, Sendable, CustomStringConvertible {
@@ -85,26 +85,22 @@ package struct YAMLContext {
     /// Composes the text, turning a YAML syntax error into a diagnostic. An
     /// empty document is an error unless `allowEmpty`, when it yields nil alone.
     package mutating func compose(_ text: String, allowEmpty: Bool = false) -> Node? {
-        do {
-            // The basic resolver: every scalar is read as text by this loader, and the
-            // default resolver's regular expressions cost milliseconds at start-up.
-            guard let node = try Yams.compose(yaml: text, .basic) else {
+        do throws(YAMLError) {
+            // Every scalar is read as text by this loader: nothing is resolved.
+            guard let node = try QoSMapYAML.compose(yaml: text) else {
                 if allowEmpty { return nil }
                 diagnostics.append(
                     TableDiagnostic(file: file, line: 1, column: 1, message: "empty table file"))
                 return nil
             }
             return node
-        } catch let error as YamlError {
-            diagnostics.append(YAMLContext.diagnostic(for: error, file: file))
-            return nil
         } catch {
-            diagnostics.append(TableDiagnostic(file: file, line: 1, column: 1, message: "\(error)"))
+            diagnostics.append(YAMLContext.diagnostic(for: error, file: file))
             return nil
         }
     }
 
-    static func diagnostic(for error: YamlError, file: String) -> TableDiagnostic {
+    static func diagnostic(for error: YAMLError, file: String) -> TableDiagnostic {
         switch error {
         case .scanner(let context, let problem, let mark, let yaml),
             .parser(let context, let problem, let mark, let yaml),
@@ -127,7 +123,7 @@ package struct YAMLContext {
             return TableDiagnostic(
                 file: file, line: mark.line, column: mark.column, message: "YAML syntax: \(problem)\(ctx)")
         case .duplicatedKeysInMapping(let duplicates, let context):
-            // Yams reports the first occurrence; point at the repeat, which is
+            // The composer reports the first occurrence; point at the repeat, which is
             // the line to fix.
             let key = duplicates.first ?? ""
             let first = context.mark
@@ -173,7 +169,7 @@ package struct YAMLContext {
                 continue
             }
             if let first = seen[ks.string] {
-                let at = first.mark.map { " (first at line \($0.line), column \($0.column))" } ?? ""
+                let at = " (first at line \(first.mark.line), column \(first.mark.column))"
                 error(k, "duplicate key '\(ks.string)' in \(what)\(at)")
                 continue
             }
@@ -221,7 +217,6 @@ extension Node {
         case .scalar: "scalar"
         case .mapping: "mapping"
         case .sequence: "sequence"
-        case .alias: "alias"
         }
     }
 }

@@ -1,5 +1,5 @@
 import QoSMapCore
-internal import Yams
+internal import QoSMapYAML
 
 /// A parsed but not yet resolved domain file: its cells keep their source
 /// positions so that the import step can still report them.
@@ -155,7 +155,7 @@ enum DomainParser {
                 }
                 for v in range { seen[v] = cell.key }
                 guard let t = treatment(cell.value, ctx: &ctx) else { continue }
-                let line = cell.key.mark?.line ?? 1
+                let line = cell.key.mark.line
                 for v in range { doc.inbound.append((field, UInt8(v), t, line)) }
             }
         }
@@ -188,7 +188,7 @@ enum DomainParser {
                 }
                 if case .scalar = cp.value {
                     guard let v = outboundValue(cp.value, field: field, ctx: &ctx) else { continue }
-                    let line = cp.key.mark?.line ?? 1
+                    let line = cp.key.mark.line
                     for c in Color.allCases { doc.outbound.append((field, Treatment(sc, c), v, line)) }
                     continue
                 }
@@ -204,7 +204,7 @@ enum DomainParser {
                         continue
                     }
                     guard let v = outboundValue(colorPair.value, field: field, ctx: &ctx) else { continue }
-                    doc.outbound.append((field, Treatment(sc, color), v, colorPair.key.mark?.line ?? 1))
+                    doc.outbound.append((field, Treatment(sc, color), v, colorPair.key.mark.line))
                 }
             }
         }

@@ -1,5 +1,5 @@
 import QoSMapCore
-package import Yams
+package import QoSMapYAML
 
 /// One interface's marking settings in a qosmapd config; nil fields fall back
 /// to the config's top-level ones.
@@ -103,7 +103,7 @@ package struct MarkingConfigReader {
         guard let s = yaml.scalar(node, "a domain name") else { return nil }
         config.domainReferences.append(
             TableDiagnostic(
-                file: yaml.file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1, message: s))
+                file: yaml.file, line: node.mark.line, column: node.mark.column, message: s))
         return s
     }
 

@@ -1,5 +1,5 @@
 import QoSMapCore
-internal import Yams
+internal import QoSMapYAML
 
 /// The columns a profile row may have and how each is checked.
 enum ProfileColumn {

@@ -1,5 +1,5 @@
 import QoSMapCore
-internal import Yams
+internal import QoSMapYAML
 
 /// One table file's path and text.
 public struct TableSource: Sendable, Equatable {

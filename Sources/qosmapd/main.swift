@@ -1,10 +1,18 @@
 import ArgumentParser
-import Foundation
 import Logging
 import Metrics
 import Prometheus
 import QoSMapDaemon
 import ServiceLifecycle
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `qosmapd [--config FILE]`: the nfqueue QoS remarking daemon.
 @main
@@ -44,9 +52,9 @@ struct QoSMapD: AsyncParsableCommand {
         } catch {
             guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
             // ArgumentParser puts six or more allowed values on lines of their own.
-            let line = message(for: error).replacingOccurrences(of: ":\n  - ", with: ": ")
-                .replacingOccurrences(of: "\n  - ", with: ", ")
-            FileHandle.standardError.write(Data("qosmapd: error: \(line)\n".utf8))
+            let line = message(for: error).replacing(":\n  - ", with: ": ")
+                .replacing("\n  - ", with: ", ")
+            writeStandardError("qosmapd: error: \(line)\n")
             exit(withError: ExitCode.validationFailure)
         }
     }
@@ -73,7 +81,7 @@ struct QoSMapD: AsyncParsableCommand {
             // The ebpf datapath's limits (policies per map) are part of the check.
             if snapshot.config.datapath == .ebpf { _ = try EBPFTables(snapshot) }
         } catch {
-            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            writeStandardError(error.description + "\n")
             throw ExitCode(65)
         }
         if check {
@@ -139,3 +147,15 @@ struct QoSMapD: AsyncParsableCommand {
 // The conformance lives here, in the executable: the daemon library does not
 // depend on ArgumentParser.
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Writes all of `text` to standard error (`write(2)`, retried on `EINTR` and
+/// short writes): FileHandle is not in FoundationEssentials.
+func writeStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n > 0 else { return }
+        bytes = bytes.dropFirst(n)
+    }
+}

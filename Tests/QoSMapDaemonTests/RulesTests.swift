@@ -335,6 +335,17 @@ final class FakeIptables: Sendable {
     #expect(manager.isInstalled)  // v4 went in; the caller removes it on a failed start
 }
 
+/// The runner reads both streams as they come: a child that fills the stderr
+/// pipe before finishing stdout must not stall; no input is /dev/null; a
+/// child killed by a signal is a failure.
+@Test func systemRunnerDrainsBothStreams() throws {
+    let out = try CommandRunner.system.run(
+        "sh", ["-c", "head -c 100000 /dev/zero | tr '\\0' e >&2; head -c 200000 /dev/zero | tr '\\0' o"], nil)
+    #expect(out.utf8.count == 200_000 && out.allSatisfy { $0 == "o" })
+    #expect(try CommandRunner.system.run("cat", [], nil) == "")
+    #expect(throws: RuleError.self) { try CommandRunner.system.run("sh", ["-c", "kill -KILL $$"], nil) }
+}
+
 @Test func systemRunnerPassesInputAndReportsStderr() throws {
     #expect(CommandRunner.which("sh")?.hasPrefix("/") == true)
     #expect(CommandRunner.which("qosmapd-no-such-command") == nil)

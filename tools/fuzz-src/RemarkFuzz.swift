@@ -6,7 +6,7 @@ import QoSMapCore
 import QoSMapPacket
 
 /// A domain with every inbound and outbound cell set, built without the table
-/// loader (which needs Yams): DSCP to classes by its upper bits, colors by its
+/// loader (which needs libyaml): DSCP to classes by its upper bits, colors by its
 /// low bits, so lookups vary with the input.
 let fuzzDomain: DSDomain = {
     var b = DomainBuilder(name: "fuzz")
