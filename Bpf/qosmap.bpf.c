@@ -384,6 +384,46 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
     return 1;
 }
 
+// The common case of qm_parse, read in place by mark_ip's inlined copies
+// (`off` a constant there): an IPv4 header without options or an IPv6
+// header whose next header is not an extension header, with the ports in
+// the linear data. 1 when it filled `f`, 0 to leave it to qm_parse.
+static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off, int v6, struct qm_fields *f) {
+    void *data = (void *)(long)skb->data;
+    void *end = (void *)(long)skb->data_end;
+    __u8 *h = data + off;
+    if (!v6) {
+        if ((void *)(h + 24) > end || h[0] != 0x45) return 0;
+        __u8 p = h[9];
+        // Fragments and protocols without ports take the general path.
+        if (((h[6] << 8 | h[7]) & 0x1fff) || !qm_has_ports(p)) return 0;
+        f->s[0] = f->s[1] = f->s[2] = 0;
+        f->d[0] = f->d[1] = f->d[2] = 0;
+        f->s[3] = qm_be32(h + 12);
+        f->d[3] = qm_be32(h + 16);
+        f->proto = p;
+        f->dscp = h[1] >> 2;
+        f->sp = (__u16)(h[20] << 8 | h[21]);
+        f->dp = (__u16)(h[22] << 8 | h[23]);
+    } else {
+        if ((void *)(h + 44) > end) return 0;
+        __u8 p = h[6];
+        if (!qm_has_ports(p)) return 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f->s[i] = qm_be32(h + 8 + 4 * i);
+            f->d[i] = qm_be32(h + 24 + 4 * i);
+        }
+        f->proto = p;
+        f->dscp = (__u8)((h[0] << 4) | (h[1] >> 4)) >> 2;
+        f->sp = (__u16)(h[40] << 8 | h[41]);
+        f->dp = (__u16)(h[42] << 8 | h[43]);
+    }
+    f->has_proto = 1;
+    f->has_ports = 1;
+    return 1;
+}
+
 static __always_inline __u16 qm_u16_of(void *map, __u32 index) {
     __u32 k = index >> 2;
     __u64 *w = bpf_map_lookup_elem(map, &k);
@@ -487,13 +527,16 @@ static __always_inline int qm_same_key(struct qm_flow *e, const __u32 *w) {
 // rule + 1, or 0.
 // A global function: the verifier checks it once, not in each of
 // mark_ip's inlined copies.
-__noinline int qm_rule(struct __sk_buff *skb, __u32 off, __u32 v6, __u32 slot, __u32 ingress) {
+// `fp`: the fields when mark_ip read them in place, else NULL (parsed here).
+// `where`: off | v6 << 16; `who`: slot | ingress class << 1 (five arguments at most).
+__noinline int qm_rule(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
     if (!skb) return 0;
-    slot &= 1;
+    __u32 off = where & 0xffff, v6 = where >> 16, slot = who & 1, ingress = who >> 1;
     struct qm_fconf *c = bpf_map_lookup_elem(&qm_fconf, &slot);
     if (!c) return 0;
     struct qm_fields f;
-    if (!qm_parse(skb, off, v6, &f)) return 0;
+    if (fp) f = *fp;
+    else if (!qm_parse(skb, off, v6, &f)) return 0;
     __u32 r = qm_classify(c, slot, v6, &f, ingress);
     if (r == 0 && !c->track) return 0;
     __u32 w[10];
@@ -577,7 +620,8 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
     __u32 r = 0;
     if (g & QM_GEN_RULES) {
-        r = qm_rule(skb, off, v6, slot, ingress_class);
+        struct qm_fields f;
+        r = qm_rule(skb, qm_parse_fast(skb, off, v6, &f) ? &f : 0, off | v6 << 16, slot | ingress_class << 1);
         if (r) {
             __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
             struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);

@@ -88,8 +88,9 @@ public final class EBPFDatapath: Service, Sendable {
     }
 
     /// Loads the embedded object (`bpf_object__open_mem`, `bpf_object__load`) and finds its maps.
-    static func loadObject() throws(BPFError) -> Maps {
-        let object = try BPFObject(bytes: EmbeddedBPF.object, name: "qosmap")
+    /// `bytes`: another build of the object (benchmarks compare builds).
+    static func loadObject(_ bytes: [UInt8]? = nil) throws(BPFError) -> Maps {
+        let object = try BPFObject(bytes: bytes ?? EmbeddedBPF.object, name: "qosmap")
         return Maps(
             object: object, program: try object.program(named: programName),
             gen: try object.map(named: "qm_gen"), ingress: try object.map(named: "qm_ingress"),
