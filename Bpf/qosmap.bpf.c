@@ -440,10 +440,11 @@ static __always_inline __u16 qm_cross(struct qm_fconf *c, __u32 slot, int t, __u
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
 // verifier cannot know, so it does not walk each of the 4,096 outcomes.
-static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 a) {
+static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 n, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
+    if (n <= 1) return t->cls[0];  // no rule names an address of this family here
     __u32 lo = t->zero;
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
@@ -453,10 +454,11 @@ static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     return t->cls[lo & (QM_MAX_INTERVALS - 1)];
 }
 
-static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
+static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, __u32 n, const __u32 *w) {
     __u32 k = slot * 2 + field;
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
+    if (n <= 1) return t->cls[0];
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 lo = t->zero;
 #pragma unroll
@@ -479,11 +481,11 @@ static __always_inline __u32 qm_classify(struct qm_fconf *c, __u32 slot, int v6,
     __u32 dp = f->has_ports ? qm_u16_of(&qm_fports, (slot * 2 + 1) * 65536 + f->dp) : 0;
     __u32 s, d;
     if (v6) {
-        s = qm_addr6(slot, 0, f->s);
-        d = qm_addr6(slot, 1, f->d);
+        s = qm_addr6(slot, 0, c->n[2], f->s);
+        d = qm_addr6(slot, 1, c->n[3], f->d);
     } else {
-        s = qm_addr4(slot, 0, f->s[3]);
-        d = qm_addr4(slot, 1, f->d[3]);
+        s = qm_addr4(slot, 0, c->n[0], f->s[3]);
+        d = qm_addr4(slot, 1, c->n[1], f->d[3]);
     }
     __u32 po = qm_cross(c, slot, 1, qm_cross(c, slot, 0, p, dp), sp);
     __u32 ar = qm_cross(c, slot, 3, ingress, sm->dscp[f->dscp & 63]);
