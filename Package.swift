@@ -112,6 +112,8 @@ let package = Package(
         // Release-mode benchmark harness (not a test).
         .executableTarget(
             name: "qosmap-bench", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
+        .executableTarget(
+            name: "qosmap-bench-ebpf", dependencies: ["QoSMapCore", "QoSMapDaemon", "BPFClassifier"]),
 
         .testTarget(name: "QoSMapCoreTests", dependencies: ["QoSMapCore"]),
         .testTarget(name: "QoSMapTablesTests", dependencies: ["QoSMapCore", "QoSMapTables"]),

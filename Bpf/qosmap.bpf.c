@@ -21,6 +21,10 @@
 // bits of skb->mark; qosmap_egress then picks the entry by them, not by
 // DSCP, and clears those bits. (skb->mark is what survives forwarding:
 // skb->tc_index and skb->cb do not, and ip_forward rewrites skb->priority.)
+//   Flow rules (`classify:`, FlowClassifier.swift compiled; see below
+//   "Flow rules") are in the qm_f* maps, two slots like qm_table; bit 1 of
+//   qm_gen says that the active slot has rules, so a config without rules
+//   pays nothing more than a shift.
 // Ingress policy 0 is `local` (ingress ifindex 0: host-originated) and every
 // interface without a policy of its own.
 #include <linux/bpf.h>
@@ -32,8 +36,9 @@
 #define QM_IFINDEX_ARRAY 4096
 #define QM_MAX_IN 16
 #define QM_MAX_OUT 16
-#define QM_PER_PAIR 80  // 64 by DSCP, then 16 by PCP << 1 | DEI (trust 8021p)
+#define QM_PER_PAIR 104  // 64 by DSCP, 16 by PCP << 1 | DEI (trust 8021p), 24 by cell (flow rules)
 #define QM_PCP_BASE 64
+#define QM_RULE_BASE 80  // a flow rule's treatment: the entry of its class x color cell
 #define QM_CARRIED 0x10u  // in the carried mark bits: PCP and DEI are there
 #define QM_CELLS 24
 #define QM_OUTCOMES 8
@@ -137,6 +142,430 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
     return p;
 }
 
+// ---- Flow rules -----------------------------------------------------------
+// The rules compiled by QoSMapCore's FlowClassifier (Recursive Flow
+// Classification): per slot, a class per field value (protocol, DSCP, each
+// port; addresses by a 12-step binary search over interval starts), then six
+// cross-product tables down to rule + 1. The layout is mirrored in
+// EBPFFlowTables.swift (EBPFFlowLayout); the tests run this program against
+// the nfqueue pipeline.
+//   qm_fconf   ARRAY[2] struct qm_fconf: counts, cross-table bases and widths.
+//   qm_fsmall  ARRAY[2] class by protocol (256) and by DSCP (64).
+//   qm_fports  ARRAY[2 * 2 * 65536 / 4] u64: class by source / destination
+//              port, four 16-bit classes a word (a quarter of the memory).
+//   qm_faddr4  ARRAY[2 * 2] (slot * 2 + 0 source / 1 destination): starts, classes.
+//   qm_faddr6  the same for IPv6 (starts as two u64, high then low).
+//   qm_fcross  ARRAY[2 * QM_CROSS / 4] u64: the six tables, four classes a word.
+//   qm_frules  ARRAY[2 * QM_MAX_RULES] struct qm_frule: the rule's cell by
+//              ingress policy (`dscp:` actions classify by the ingress
+//              domain) and whether it keeps its connection.
+//   qm_frcount PERCPU_ARRAY[2 * QM_MAX_RULES] packets and bytes per rule.
+//   qm_flows   ARRAY[QM_FLOW_SLOTS] struct qm_flow: the connection table,
+//              direct-mapped like QoSMapCore's ConnectionTable (same key,
+//              same FNV-1a hash, same slot), so that both datapaths keep and
+//              lose the same connections: a flow whose slot another matched
+//              flow takes is classified by trust until its next matched packet.
+#define QM_MAX_RULES 4096
+#define QM_MAX_INTERVALS 4096
+#define QM_CROSS (1 << 20)
+#define QM_FLOW_SLOTS 65536
+#define QM_MAX_EXT 6  // PacketFlow.maxExtensionHeaders
+#define QM_GEN_RULES 2u  // in qm_gen: the active slot has flow rules
+
+struct qm_fconf {
+    __u32 track;  // a rule keeps per-connection state
+    __u32 epoch;  // 1-65535: flow entries of another epoch are forgotten
+    __u32 n[4];   // interval counts: source v4, destination v4, source v6, destination v6
+    __u32 base[6];   // cross tables: protocol x dport, x sport, source x destination,
+    __u32 width[6];  // ingress x DSCP, ports x arrival, final (rule + 1)
+};
+
+struct qm_fsmall {
+    __u16 proto[256];
+    __u16 dscp[64];
+};
+
+struct qm_faddr4 {
+    __u32 start[QM_MAX_INTERVALS];
+    __u16 cls[QM_MAX_INTERVALS];
+    __u32 zero;  // 0, read at run time (see qm_addr4)
+    __u32 pad;
+};
+
+struct qm_faddr6 {
+    __u64 hi[QM_MAX_INTERVALS];
+    __u64 lo[QM_MAX_INTERVALS];
+    __u16 cls[QM_MAX_INTERVALS];
+    __u32 zero;
+    __u32 pad;
+};
+
+struct qm_frule {
+    __u8 cell[QM_MAX_IN];  // Treatment.cellIndex by ingress policy
+    __u32 connection;
+};
+
+struct qm_rcount {
+    __u64 packets;
+    __u64 bytes;
+};
+
+struct qm_flow {
+    __u32 w[10];  // FlowKey's words
+    __u32 tag;    // rule + 1 | epoch << 16; 0 empty
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, __u32);
+    __type(value, struct qm_fconf);
+} qm_fconf SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, __u32);
+    __type(value, struct qm_fsmall);
+} qm_fsmall SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2 * 2 * 65536 / 4);
+    __type(key, __u32);
+    __type(value, __u64);
+} qm_fports SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 4);
+    __type(key, __u32);
+    __type(value, struct qm_faddr4);
+} qm_faddr4 SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 4);
+    __type(key, __u32);
+    __type(value, struct qm_faddr6);
+} qm_faddr6 SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2 * QM_CROSS / 4);
+    __type(key, __u32);
+    __type(value, __u64);
+} qm_fcross SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2 * QM_MAX_RULES);
+    __type(key, __u32);
+    __type(value, struct qm_frule);
+} qm_frules SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 2 * QM_MAX_RULES);
+    __type(key, __u32);
+    __type(value, struct qm_rcount);
+} qm_frcount SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, QM_FLOW_SLOTS);
+    __type(key, __u32);
+    __type(value, struct qm_flow);
+} qm_flows SEC(".maps");
+
+// What flow rules read (PacketFlow.fields): addresses as four host-order
+// words (IPv4 in word 3, as FlowKey has them).
+struct qm_fields {
+    __u32 s[4], d[4];
+    __u16 sp, dp;
+    __u8 proto, has_proto, has_ports, dscp;
+};
+
+static __always_inline int qm_has_ports(__u8 p) {
+    return p == 6 || p == 17 || p == 33 || p == 132 || p == 136;
+}
+
+static __always_inline __u32 qm_be32(const __u8 *b) {
+    return (__u32)b[0] << 24 | (__u32)b[1] << 16 | (__u32)b[2] << 8 | b[3];
+}
+
+// PacketFlow.fields for the IP packet at `off`, whose length is
+// skb->len - off. 0 when it has no whole fixed header (no rule applies, as
+// on nfqueue). The fixed header and the ports right after it are loaded at
+// once; the ports behind IPv4 options or IPv6 extension headers at their
+// offset. (bpf_skb_load_bytes: `off` is not a constant here, and a packet
+// pointer moved by a register needs CAP_PERFMON.)
+static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, struct qm_fields *f) {
+    __u8 b[44];
+    __u32 len = skb->len > off ? skb->len - off : 0;
+    __u32 l4, have;
+    int later = 0;
+    f->has_ports = 0;
+    f->sp = 0;
+    f->dp = 0;
+    if (!v6) {
+        if (len < 20) return 0;
+        if (len >= 24) {
+            if (bpf_skb_load_bytes(skb, off, b, 24) < 0) return 0;
+            have = 24;
+        } else {
+            if (bpf_skb_load_bytes(skb, off, b, 20) < 0) return 0;
+            have = 20;
+        }
+        if ((b[0] & 0x0f) < 5) return 0;
+        f->s[0] = f->s[1] = f->s[2] = 0;
+        f->d[0] = f->d[1] = f->d[2] = 0;
+        f->s[3] = qm_be32(b + 12);
+        f->d[3] = qm_be32(b + 16);
+        f->proto = b[9];
+        f->dscp = b[1] >> 2;
+        later = (((__u32)b[6] << 8 | b[7]) & 0x1fff) != 0;
+        l4 = (b[0] & 0x0f) * 4;
+    } else {
+        if (len < 40) return 0;
+        if (len >= 44) {
+            if (bpf_skb_load_bytes(skb, off, b, 44) < 0) return 0;
+            have = 44;
+        } else {
+            if (bpf_skb_load_bytes(skb, off, b, 40) < 0) return 0;
+            have = 40;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f->s[i] = qm_be32(b + 8 + 4 * i);
+            f->d[i] = qm_be32(b + 24 + 4 * i);
+        }
+        f->dscp = (__u8)((b[0] << 4) | (b[1] >> 4)) >> 2;
+        __u8 next = b[6];
+        __u32 o = 40;
+        for (int n = 0; n <= QM_MAX_EXT; n++) {
+            if (!(next == 0 || next == 43 || next == 60 || next == 51 || next == 44)) break;
+            __u8 e[8];
+            if (n == QM_MAX_EXT || o + 8 > len || bpf_skb_load_bytes(skb, off + o, e, 8) < 0) {
+                f->has_proto = 0;  // protocol unknown: no ports either
+                f->proto = 0;
+                return 1;
+            }
+            if (next == 44) {
+                next = e[0];
+                o += 8;
+                if (((__u32)e[2] << 8 | e[3]) >> 3) {
+                    later = 1;
+                    break;
+                }
+            } else {
+                __u32 l = next == 51 ? ((__u32)e[1] + 2) * 4 : ((__u32)e[1] + 1) * 8;
+                next = e[0];
+                o += l;
+            }
+        }
+        f->proto = next;
+        l4 = o;
+    }
+    f->has_proto = 1;
+    if (!later && qm_has_ports(f->proto) && l4 + 4 <= len) {
+        __u8 p[4];
+        if (l4 + 4 <= have) {
+            // l4 is 20 (IPv4) or 40 (IPv6) here.
+            if (v6) __builtin_memcpy(p, b + 40, 4);
+            else __builtin_memcpy(p, b + 20, 4);
+        } else if (bpf_skb_load_bytes(skb, off + l4, p, 4) < 0) {
+            return 1;
+        }
+        f->sp = (__u16)(p[0] << 8 | p[1]);
+        f->dp = (__u16)(p[2] << 8 | p[3]);
+        f->has_ports = 1;
+    }
+    return 1;
+}
+
+// The common case of qm_parse, read in place by mark_ip's inlined copies
+// (`off` a constant there): an IPv4 header without options or an IPv6
+// header whose next header is not an extension header, with the ports in
+// the linear data. 1 when it filled `f`, 0 to leave it to qm_parse.
+static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off, int v6, struct qm_fields *f) {
+    void *data = (void *)(long)skb->data;
+    void *end = (void *)(long)skb->data_end;
+    __u8 *h = data + off;
+    if (!v6) {
+        if ((void *)(h + 24) > end || h[0] != 0x45) return 0;
+        __u8 p = h[9];
+        // Fragments and protocols without ports take the general path.
+        if (((h[6] << 8 | h[7]) & 0x1fff) || !qm_has_ports(p)) return 0;
+        f->s[0] = f->s[1] = f->s[2] = 0;
+        f->d[0] = f->d[1] = f->d[2] = 0;
+        f->s[3] = qm_be32(h + 12);
+        f->d[3] = qm_be32(h + 16);
+        f->proto = p;
+        f->dscp = h[1] >> 2;
+        f->sp = (__u16)(h[20] << 8 | h[21]);
+        f->dp = (__u16)(h[22] << 8 | h[23]);
+    } else {
+        if ((void *)(h + 44) > end) return 0;
+        __u8 p = h[6];
+        if (!qm_has_ports(p)) return 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f->s[i] = qm_be32(h + 8 + 4 * i);
+            f->d[i] = qm_be32(h + 24 + 4 * i);
+        }
+        f->proto = p;
+        f->dscp = (__u8)((h[0] << 4) | (h[1] >> 4)) >> 2;
+        f->sp = (__u16)(h[40] << 8 | h[41]);
+        f->dp = (__u16)(h[42] << 8 | h[43]);
+    }
+    f->has_proto = 1;
+    f->has_ports = 1;
+    return 1;
+}
+
+static __always_inline __u16 qm_u16_of(void *map, __u32 index) {
+    __u32 k = index >> 2;
+    __u64 *w = bpf_map_lookup_elem(map, &k);
+    return w ? (__u16)(*w >> ((index & 3) * 16)) : 0;
+}
+
+static __always_inline __u16 qm_cross(struct qm_fconf *c, __u32 slot, int t, __u32 x, __u32 y) {
+    __u32 i = (c->base[t] + x * c->width[t] + y) & (QM_CROSS - 1);
+    return qm_u16_of(&qm_fcross, slot * QM_CROSS + i);
+}
+
+// AddressIntervals.classOf: the last interval whose start is not above
+// `a`. The daemon pads the starts to QM_MAX_INTERVALS with all-ones (the
+// padding's class is the last interval's), so the search is always 12 steps
+// of one compare. `lo` starts from the table's `zero` word: a value the
+// verifier cannot know, so it does not walk each of the 4,096 outcomes.
+static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 n, __u32 a) {
+    __u32 k = slot * 2 + field;
+    struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
+    if (!t) return 0;
+    if (n <= 1) return t->cls[0];  // no rule names an address of this family here
+    __u32 lo = t->zero;
+#pragma unroll
+    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
+        if (t->start[mid] <= a) lo = mid;
+    }
+    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+}
+
+static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, __u32 n, const __u32 *w) {
+    __u32 k = slot * 2 + field;
+    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
+    if (!t) return 0;
+    if (n <= 1) return t->cls[0];
+    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
+    __u32 lo = t->zero;
+#pragma unroll
+    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
+        __u64 sh = t->hi[mid];
+        if (sh < ah || (sh == ah && t->lo[mid] <= al)) lo = mid;
+    }
+    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+}
+
+// FlowClassifier.classify: rule + 1, or 0.
+static __always_inline __u32 qm_classify(struct qm_fconf *c, __u32 slot, int v6, struct qm_fields *f,
+                                         __u32 ingress) {
+    __u32 zero_slot = slot;
+    struct qm_fsmall *sm = bpf_map_lookup_elem(&qm_fsmall, &zero_slot);
+    if (!sm) return 0;
+    __u32 p = f->has_proto ? sm->proto[f->proto] : 0;
+    __u32 sp = f->has_ports ? qm_u16_of(&qm_fports, (slot * 2 + 0) * 65536 + f->sp) : 0;
+    __u32 dp = f->has_ports ? qm_u16_of(&qm_fports, (slot * 2 + 1) * 65536 + f->dp) : 0;
+    __u32 s, d;
+    if (v6) {
+        s = qm_addr6(slot, 0, c->n[2], f->s);
+        d = qm_addr6(slot, 1, c->n[3], f->d);
+    } else {
+        s = qm_addr4(slot, 0, c->n[0], f->s[3]);
+        d = qm_addr4(slot, 1, c->n[1], f->d[3]);
+    }
+    __u32 po = qm_cross(c, slot, 1, qm_cross(c, slot, 0, p, dp), sp);
+    __u32 ar = qm_cross(c, slot, 3, ingress, sm->dscp[f->dscp & 63]);
+    return qm_cross(c, slot, 5, qm_cross(c, slot, 4, po, ar), qm_cross(c, slot, 2, s, d));
+}
+
+// FlowKey: the two ends ordered (address, then port), and its FNV-1a slot.
+static __always_inline __u32 qm_flow_key(struct qm_fields *f, int v6, __u32 *w) {
+    int swap = 0, decided = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (!decided && f->d[i] != f->s[i]) {
+            swap = f->d[i] < f->s[i];
+            decided = 1;
+        }
+    }
+    if (!decided) swap = f->dp < f->sp;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        w[i] = swap ? f->d[i] : f->s[i];
+        w[4 + i] = swap ? f->s[i] : f->d[i];
+    }
+    __u32 pa = swap ? f->dp : f->sp, pb = swap ? f->sp : f->dp;
+    w[8] = pa << 16 | pb;
+    w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
+    __u32 h = 0x811c9dc5;
+#pragma unroll
+    for (int i = 0; i < 10; i++) h = (h ^ w[i]) * 0x01000193;
+    return (h ^ (h >> 16)) & (QM_FLOW_SLOTS - 1);
+}
+
+static __always_inline int qm_same_key(struct qm_flow *e, const __u32 *w) {
+    int same = 1;
+#pragma unroll
+    for (int i = 0; i < 10; i++) same &= e->w[i] == w[i];
+    return same;
+}
+
+// FlowRuntime.rule: the first rule the packet matches (recorded for its
+// connection when the rule says so), else the rule its connection matched;
+// rule + 1, or 0.
+// A global function: the verifier checks it once, not in each of
+// mark_ip's inlined copies.
+// `fp`: the fields when mark_ip read them in place, else NULL (parsed here).
+// `where`: off | v6 << 16; `who`: slot | ingress class << 1 (five arguments at most).
+__noinline int qm_rule(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
+    if (!skb) return 0;
+    __u32 off = where & 0xffff, v6 = where >> 16, slot = who & 1, ingress = who >> 1;
+    struct qm_fconf *c = bpf_map_lookup_elem(&qm_fconf, &slot);
+    if (!c) return 0;
+    struct qm_fields f;
+    if (fp) f = *fp;
+    else if (!qm_parse(skb, off, v6, &f)) return 0;
+    __u32 r = qm_classify(c, slot, v6, &f, ingress);
+    if (r == 0 && !c->track) return 0;
+    __u32 w[10];
+    __u32 k = qm_flow_key(&f, v6, w);
+    struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &k);
+    if (!e) return r;
+    __u32 epoch = c->epoch & 0xffff;
+    if (r) {
+        __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+        struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
+        if (c->track && rule && rule->connection) {
+            __u32 tag = r | epoch << 16;
+            if (e->tag != tag || !qm_same_key(e, w)) {
+                // Not atomic: two CPUs writing one slot at once for two flows
+                // may leave a mixed key, which matches no packet of either.
+#pragma unroll
+                for (int i = 0; i < 10; i++) e->w[i] = w[i];
+                e->tag = tag;
+            }
+        }
+        return r;
+    }
+    __u32 tag = e->tag;
+    if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, w)) return tag & 0xffff;
+    return 0;
+}
+
 struct vlan_hdr_qm {
     __be16 tci;
     __be16 proto;
@@ -177,22 +606,39 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u32 zero = 0;
     __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
     if (!gen) return TC_ACT_OK;
-    __u32 slot = *gen & 1;
+    __u32 g = *gen;
+    __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
     __u32 in = 0, out = 0;
     if (in_if) {
         struct qm_policy *p = policy(&qm_ingress, &qm_ingress_hash, in_if);
-        if (p) in = p->slot[slot];
+        if (p) in = p->slot[slot];  // the flow rules' ingress class in the high half
     }
     struct qm_policy *q = policy(&qm_egress, &qm_egress_hash, out_if);
     if (q) out = q->slot[slot];
+    __u32 ingress_class = in >> 16;
+    in &= 0xffff;
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
+    __u32 r = 0;
+    if (g & QM_GEN_RULES) {
+        struct qm_fields f;
+        r = qm_rule(skb, qm_parse_fast(skb, off, v6, &f) ? &f : 0, off | v6 << 16, slot | ingress_class << 1);
+        if (r) {
+            __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+            struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
+            struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
+            if (!rule || !rc) return TC_ACT_OK;
+            rc->packets += 1;  // per-CPU: no atomic needed
+            rc->bytes += skb->len - off;  // the IP packet, as nfqueue counts it
+            index = index - dscp + QM_RULE_BASE + rule->cell[in & (QM_MAX_IN - 1)] % 24;
+        }
+    }
     struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
     if (cfg && cfg->carry_mask) {
         __u32 carried = (skb->mark & cfg->carry_mask) >> (cfg->carry_shift & 31);
         if (carried & QM_CARRIED) {
-            index = index - dscp + QM_PCP_BASE + (carried & 0xf);
+            if (!r) index = index - dscp + QM_PCP_BASE + (carried & 0xf);
             skb->mark &= ~cfg->carry_mask;
         }
     }

@@ -34,6 +34,17 @@ public struct BPFMap: Sendable, Hashable {
         try libbpf(.updateMap, name) { bpf_map_update_elem(fd, &k, &v, UInt64(BPF_ANY)) }
     }
 
+    /// Sets one element from raw bytes (`bpf_map_update_elem` with
+    /// `BPF_ANY`): for values too large for a Swift type (tables of
+    /// thousands of entries); `bytes` must hold exactly the value's size.
+    public func update(_ key: UInt32, bytes: [UInt8]) throws(BPFError) {
+        try check(MemoryLayout<UInt32>.size, bytes.count)
+        var k = key
+        try libbpf(.updateMap, name) {
+            bytes.withUnsafeBytes { bpf_map_update_elem(fd, &k, $0.baseAddress, UInt64(BPF_ANY)) }
+        }
+    }
+
     /// Sets many elements in one system call (`bpf_map_update_batch`).
     public func update<Key: BitwiseCopyable, Value: BitwiseCopyable>(
         keys: [Key], values: [Value]
@@ -92,6 +103,29 @@ public struct BPFMap: Sendable, Hashable {
     /// The number of possible CPUs (`libbpf_num_possible_cpus`): how many
     /// values a per-CPU map holds per key.
     public static var possibleCPUs: Int { max(1, Int(libbpf_num_possible_cpus())) }
+
+    /// Every CPU's value for `key` of a per-CPU map (`bpf_map_lookup_elem`,
+    /// which copies all of them at once; each is padded to 8 bytes).
+    public func perCPUValues<Value: BitwiseCopyable>(_ key: UInt32, as type: Value.Type = Value.self)
+        throws(BPFError) -> [Value]
+    {
+        guard isPerCPU, keySize == 4, valueSize == MemoryLayout<Value>.size,
+            MemoryLayout<Value>.stride % 8 == 0
+        else {
+            throw BPFError(operation: .size, errno: .invalidArgument, subject: name)
+        }
+        var k = key
+        let n = BPFMap.possibleCPUs
+        var values = [Value]()
+        try libbpf(.lookupMap, name) {
+            withUnsafeTemporaryAllocation(of: Value.self, capacity: n) { v in
+                let r = bpf_map_lookup_elem(fd, &k, v.baseAddress)
+                if r == 0 { values = Array(v) }
+                return r
+            }
+        }
+        return values
+    }
 
     /// Every CPU's 64-bit value for `key` of a per-CPU map of `UInt64`s
     /// (`bpf_map_lookup_elem`, which copies all of them at once).

@@ -55,6 +55,8 @@ public final class EBPFDatapath: Service, Sendable {
         let config: BPFMap
         /// ``EBPFDatapath/ingressProgramName``.
         let ingressProgram: BPFProgram
+        /// The flow rules' maps (`qm_f*`) and the connection table (`qm_flows`).
+        let fconf, fsmall, fports, faddr4, faddr6, fcross, frules, frcount, flows: BPFMap
     }
 
     struct State: Sendable {
@@ -69,6 +71,13 @@ public final class EBPFDatapath: Service, Sendable {
         var egressSlots: [Int32: EBPFPolicySlots] = [:]
         /// Counter sums at the last flush.
         var lastCounts = [UInt64](repeating: 0, count: EBPFLayout.counterEntries)
+        /// Per slot: the rule names its counters are for, and their packet
+        /// and byte sums at the last flush (or when the slot was written).
+        var ruleNames: [[String]] = [[], []]
+        var lastRuleCounts: [[EBPFRuleCount]] = [[], []]
+        /// The connection epoch of the last rules written (1-65535): a new
+        /// one forgets every connection, as nfqueue's new table per snapshot.
+        var epoch: UInt32 = 0
         var generation = 0
     }
 
@@ -87,8 +96,9 @@ public final class EBPFDatapath: Service, Sendable {
     }
 
     /// Loads the embedded object (`bpf_object__open_mem`, `bpf_object__load`) and finds its maps.
-    static func loadObject() throws(BPFError) -> Maps {
-        let object = try BPFObject(bytes: EmbeddedBPF.object, name: "qosmap")
+    /// `bytes`: another build of the object (benchmarks compare builds).
+    static func loadObject(_ bytes: [UInt8]? = nil) throws(BPFError) -> Maps {
+        let object = try BPFObject(bytes: bytes ?? EmbeddedBPF.object, name: "qosmap")
         return Maps(
             object: object, program: try object.program(named: programName),
             gen: try object.map(named: "qm_gen"), ingress: try object.map(named: "qm_ingress"),
@@ -96,7 +106,12 @@ public final class EBPFDatapath: Service, Sendable {
             counters: try object.map(named: "qm_counters"),
             ingressHash: try object.map(named: "qm_ingress_hash"),
             egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: "qm_config"),
-            ingressProgram: try object.program(named: ingressProgramName))
+            ingressProgram: try object.program(named: ingressProgramName),
+            fconf: try object.map(named: "qm_fconf"), fsmall: try object.map(named: "qm_fsmall"),
+            fports: try object.map(named: "qm_fports"), faddr4: try object.map(named: "qm_faddr4"),
+            faddr6: try object.map(named: "qm_faddr6"), fcross: try object.map(named: "qm_fcross"),
+            frules: try object.map(named: "qm_frules"), frcount: try object.map(named: "qm_frcount"),
+            flows: try object.map(named: "qm_flows"))
     }
 
     /// Loads the classifier, writes the tables into slot 0 and attaches it
@@ -148,6 +163,17 @@ public final class EBPFDatapath: Service, Sendable {
             logger.error("cannot write the tables", metadata: ["error": "\(error)"])
             return false
         }
+        var epoch = s.epoch
+        if let flows = tables.flows {
+            epoch = s.epoch % 0xFFFF + 1
+            do {
+                try Self.writeFlows(flows, slot: next, epoch: epoch, maps)
+                s.lastRuleCounts[next] = try Self.ruleCounts(maps, slot: next, count: flows.names.count)
+            } catch {
+                logger.error("cannot write the flow rules", metadata: ["error": "\(error)"])
+                return false
+            }
+        }
         var wanted: [String: Int32] = [:]
         for name in snapshot.config.interfaces.keys.sorted() {
             let index = Int32(bitPattern: if_nametoindex(name))
@@ -159,16 +185,26 @@ public final class EBPFDatapath: Service, Sendable {
             }
             wanted[name] = index
         }
+        // Interfaces that flow rules name by `ingress:` need their class in
+        // the ingress word even when they are not configured.
+        var named = wanted
+        for name in (tables.flows?.ingressClass.keys).map(Array.init) ?? [] where named[name] == nil {
+            let index = Int32(bitPattern: if_nametoindex(name))
+            if index != 0 { named[name] = index }
+        }
+        let ingressClass = tables.flows?.ingressClass ?? [:]
         // Policy numbers for the next slot; the active half stays as it is.
-        for (maps:(array, hash), names:names, slots:slotsPath) in [
-            ((maps.ingress, maps.ingressHash), tables.ingress, \State.ingressSlots),
-            ((maps.egress, maps.egressHash), tables.egress, \State.egressSlots),
+        for (maps:(array, hash), names:names, slots:slotsPath, isIngress:isIngress) in [
+            ((maps.ingress, maps.ingressHash), tables.ingress, \State.ingressSlots, true),
+            ((maps.egress, maps.egressHash), tables.egress, \State.egressSlots, false),
         ] {
             var slots = s[keyPath: slotsPath]
-            for index in Set(slots.keys).union(wanted.values) {
-                let name = wanted.first { $0.value == index }?.key
+            let interfaces = isIngress ? named : wanted
+            for index in Set(slots.keys).union(interfaces.values) {
+                let name = interfaces.first { $0.value == index }?.key
                 var v = slots[index] ?? EBPFPolicySlots()
-                v[next] = name.flatMap { names[$0] } ?? 0
+                let flowClass = isIngress ? UInt32(name.flatMap { ingressClass[$0] } ?? 0) << 16 : 0
+                v[next] = (name.flatMap { names[$0] } ?? 0) | flowClass
                 // Small ifindexes go in the array the classifier reads without a hash lookup.
                 let map = UInt32(bitPattern: index) < EBPFLayout.ifindexArray ? array : hash
                 do {
@@ -235,13 +271,17 @@ public final class EBPFDatapath: Service, Sendable {
             }
         }
         do {
-            try maps.gen.update(UInt32(0), UInt32(next))
+            try maps.gen.update(
+                UInt32(0), UInt32(next) | (tables.flows == nil ? 0 : EBPFFlowLayout.genRules))
         } catch {
             logger.error("cannot switch tables", metadata: ["error": "\(error)"])
             undo()
             return false
         }
         s.active = next
+        s.epoch = epoch
+        s.ruleNames[next] = tables.flows?.names ?? []
+        if tables.flows == nil { s.lastRuleCounts[next] = [] }
         for (name, index) in s.attached where wanted[name] != index { detach(name, index) }
         s.attached = wanted
         for (name, index) in s.ingressAttached where wantedIngress[name] != index {
@@ -341,8 +381,58 @@ public final class EBPFDatapath: Service, Sendable {
                 guard outcome < PacketOutcome.caseCount else { continue }
                 counts.byTreatment[cell * PacketOutcome.caseCount + outcome] += Int(delta)
             }
+            // Both slots: packets that read the old slot just before a flip count under its rules.
+            for slot in 0..<2 where !s.ruleNames[slot].isEmpty {
+                let names = s.ruleNames[slot]
+                guard let maps = s.maps, s.lastRuleCounts[slot].count == names.count,
+                    let now = try? Self.ruleCounts(maps, slot: slot, count: names.count)
+                else { continue }
+                var c = PacketCounts()
+                c.resetRules(names)
+                for i in names.indices {
+                    c.rulePackets[i] = now[i].packets &- s.lastRuleCounts[slot][i].packets
+                    c.ruleBytes[i] = now[i].bytes &- s.lastRuleCounts[slot][i].bytes
+                    if c.rulePackets[i] != 0 { c.ruleTouched = true }
+                }
+                s.lastRuleCounts[slot] = now
+                if c.ruleTouched { metrics.flush(&c) }
+            }
         }
         metrics.flush(&counts)
+    }
+
+    /// Writes the flow rules into `slot` of the `qm_f*` maps (the classifier
+    /// reads them only once `qm_gen` points at the slot).
+    static func writeFlows(_ f: EBPFFlowTables, slot: Int, epoch: UInt32, _ maps: Maps) throws(BPFError) {
+        var config = f.config
+        config.epoch = epoch
+        try maps.fconf.update(UInt32(slot), config)
+        try maps.fsmall.update(UInt32(slot), bytes: f.small)
+        let portBase = UInt32(slot * f.ports.count)
+        try maps.fports.update(keys: f.ports.indices.map { portBase + UInt32($0) }, values: f.ports)
+        for field in 0..<2 {
+            try maps.faddr4.update(UInt32(slot * 2 + field), bytes: f.addresses4[field])
+            try maps.faddr6.update(UInt32(slot * 2 + field), bytes: f.addresses6[field])
+        }
+        let crossBase = UInt32(slot * EBPFFlowLayout.crossEntries / EBPFFlowLayout.classesPerWord)
+        try maps.fcross.update(keys: f.cross.indices.map { crossBase + UInt32($0) }, values: f.cross)
+        let ruleBase = UInt32(slot * EBPFFlowLayout.maxRules)
+        try maps.frules.update(keys: f.rules.indices.map { ruleBase + UInt32($0) }, values: f.rules)
+    }
+
+    /// The packets and bytes of rules `0..<count` of `slot`, summed over CPUs.
+    static func ruleCounts(_ maps: Maps, slot: Int, count: Int) throws(BPFError) -> [EBPFRuleCount] {
+        var r: [EBPFRuleCount] = []
+        r.reserveCapacity(count)
+        for i in 0..<count {
+            let v = try maps.frcount.perCPUValues(
+                UInt32(slot * EBPFFlowLayout.maxRules + i), as: EBPFRuleCount.self)
+            r.append(
+                v.reduce(EBPFRuleCount(packets: 0, bytes: 0)) {
+                    EBPFRuleCount(packets: $0.packets &+ $1.packets, bytes: $0.bytes &+ $1.bytes)
+                })
+        }
+        return r
     }
 
     /// Detaches the classifier from every interface (unless `detach-on-exit: false`).

@@ -17,8 +17,10 @@ public enum EBPFLayout {
     /// Distinct egress policies (outbound domains).
     public static let maxEgress = 16
     /// Entries per (ingress, egress) pair: one per DSCP, then one per PCP × DEI
-    /// (`PCP << 1 | DEI`, used for ingress policies that trust 802.1p).
-    public static let entriesPerPair = 80
+    /// (`PCP << 1 | DEI`, used for ingress policies that trust 802.1p), then
+    /// one per class × color cell (a flow rule's treatment, at
+    /// ``EBPFFlowLayout/ruleBase``).
+    public static let entriesPerPair = 104
     /// Where the PCP × DEI entries of a pair start.
     public static let pcpBase = 64
     /// Entries per slot of `qm_table`.
@@ -88,7 +90,7 @@ public struct EBPFPolicySlots: BitwiseCopyable, Equatable, Sendable {
 /// policy) pair is 64 entries. Ingress policy 0 is the default one, used for
 /// `local` (host-originated packets, ingress ifindex 0) and every interface
 /// without settings of its own, as in the nfqueue path.
-public struct EBPFTables: Sendable, Equatable {
+public struct EBPFTables: Sendable {
     /// Ingress policy number by interface name (only names whose policy is not 0).
     public var ingress: [String: UInt32] = [:]
     /// Egress policy number by interface name.
@@ -100,6 +102,8 @@ public struct EBPFTables: Sendable, Equatable {
     /// `entries[(i * maxEgress + o) * 64 + dscp]` for `i < ingressCount`, `o < egressCount`
     /// (other pairs are left as default entries).
     public var entries: [Int: EBPFEntry] = [:]
+    /// The `classify:` rules compiled for the `qm_f*` maps; nil without rules.
+    var flows: EBPFFlowTables?
 
     /// Compiles `snapshot`; throws when it needs more policies than the maps hold.
     public init(_ snapshot: PolicySnapshot) throws(ConfigError) {
@@ -132,6 +136,7 @@ public struct EBPFTables: Sendable, Equatable {
         }
         ingressCount = ins.count
         egressCount = outs.count
+        if let f = snapshot.flows { flows = EBPFFlowTables(f, ingress: ins) }
         for (i, inPolicy) in ins.enumerated() {
             for (o, outDomain) in outs.enumerated() {
                 let policy = MarkingPolicy(
@@ -142,6 +147,11 @@ public struct EBPFTables: Sendable, Equatable {
                 for dscp in 0..<64 {
                     entries[base + dscp] = try Self.entry(UInt8(dscp), policy, config)
                 }
+                // A flow rule's treatment: the packet leaves as one that trust
+                // classified to that cell.
+                for t in Treatment.allCells {
+                    entries[base + EBPFFlowLayout.ruleBase + t.cellIndex] = try Self.entry(t, policy, config)
+                }
                 guard inPolicy.trust == .dot1p else { continue }
                 for pcp in 0..<8 {
                     for dei in 0..<2 {
@@ -151,6 +161,19 @@ public struct EBPFTables: Sendable, Equatable {
                 }
             }
         }
+    }
+
+    /// The entry for a packet a flow rule classified as `t`: ``PacketMarker``
+    /// remarks a probe with the rule's treatment in place of trust's.
+    static func entry(_ t: Treatment, _ policy: MarkingPolicy, _ config: DaemonConfig) throws(ConfigError)
+        -> EBPFEntry
+    {
+        var header = ProbeFrame.ip(ipv6: false, dscp: 0)
+        let result = PacketMarker.remark(&header, format: .ip, policy: policy, treatment: t)
+        guard result.status == .rewritten || result.status == .unchanged else {
+            throw ConfigError(file: "config", "datapath ebpf: \(t) cannot be marked")
+        }
+        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
     }
 
     /// One entry, decided by the same engine as the nfqueue path: a minimal

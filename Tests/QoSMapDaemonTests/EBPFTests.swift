@@ -61,7 +61,13 @@ func datapathErrorsArePositioned(text: String, message: String) {
     let t = try EBPFTables(s)
     let domain = try #require(s.tables.domains["default"])
     #expect(t.ingressCount == 1 && t.egressCount == 1)
-    #expect(t.entries.count == 64)
+    // 64 by DSCP and 24 by class × color cell (a flow rule's treatment).
+    #expect(t.entries.count == 64 + 24)
+    for cell in Treatment.allCells {
+        let e = try #require(t.entries[EBPFFlowLayout.ruleBase + cell.cellIndex])
+        #expect(e.dscp == domain.dscp(for: cell).rawValue)
+        #expect(e.cell == UInt8(cell.cellIndex))
+    }
     for dscp in 0..<64 {
         let treatment = domain.classify(dscp: DSCP(truncating: UInt8(dscp)))
         let e = try #require(t.entries[dscp])
@@ -95,7 +101,7 @@ func datapathErrorsArePositioned(text: String, message: String) {
         #expect(t.entries[base + dscp]?.dscp == be)
         #expect(t.entries[base + dscp]?.cell == UInt8(Treatment.bestEffort.cellIndex))
     }
-    #expect(t.entries.count == 2 * 64)
+    #expect(t.entries.count == 2 * (64 + 24))
 }
 
 /// The embedded object loads and its maps have the sizes the daemon writes.
@@ -120,4 +126,15 @@ func embeddedObjectMatchesTheLayout() throws {
     try maps.table.update(keys: [UInt32(5)], values: [e])
     #expect(try maps.table.lookup(UInt32(5), as: EBPFEntry.self) == e)
     #expect(try maps.counters.perCPUCounters(0).count == BPFMap.possibleCPUs)
+    // The flow-rule maps (EBPFFlowTables.swift mirrors their C structs).
+    #expect(maps.fconf.valueSize == MemoryLayout<EBPFFlowConfig>.size && maps.fconf.maxEntries == 2)
+    #expect(maps.fsmall.valueSize == EBPFLayoutSizes.fsmall)
+    #expect(maps.faddr4.valueSize == EBPFLayoutSizes.faddr4 && maps.faddr4.maxEntries == 4)
+    #expect(maps.faddr6.valueSize == EBPFLayoutSizes.faddr6 && maps.faddr6.maxEntries == 4)
+    #expect(maps.fports.maxEntries == 2 * 2 * 65536 / EBPFFlowLayout.classesPerWord)
+    #expect(maps.fcross.maxEntries == 2 * EBPFFlowLayout.crossEntries / EBPFFlowLayout.classesPerWord)
+    #expect(maps.frules.valueSize == MemoryLayout<EBPFRule>.size)
+    #expect(maps.frules.maxEntries == 2 * EBPFFlowLayout.maxRules)
+    #expect(maps.frcount.valueSize == MemoryLayout<EBPFRuleCount>.size && maps.frcount.isPerCPU)
+    #expect(maps.flows.maxEntries == EBPFFlowLayout.flowSlots && maps.flows.valueSize == 44)
 }

@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+// QM_PER_PAIR of the object measured (-DPER_PAIR=80 for builds before flow rules).
+#ifndef PER_PAIR
+#define PER_PAIR 104
+#endif
+
 struct qm_entry {
     uint8_t dscp, flags, cell, pad;
     uint32_t mark_value, mark_mask, priority;
@@ -84,13 +89,13 @@ int main(int argc, char **argv) {
     int table = bpf_object__find_map_fd_by_name(obj, "qm_table");
     for (uint32_t d = 0; d < 64; d++) {
         // Rewriting table: d -> d^1. Slot 0, ingress policy 1, egress policy 1
-        // (80 entries a pair: 64 by DSCP, 16 by PCP and DEI).
+        // (PER_PAIR entries a pair: 64 by DSCP, 16 by PCP and DEI, 24 by cell).
         struct qm_entry e = {.dscp = (uint8_t)(d ^ 1), .flags = 1, .cell = 0};
-        uint32_t i = ((0 * 16 + 1) * 16 + 1) * 80 + d;
+        uint32_t i = ((0 * 16 + 1) * 16 + 1) * PER_PAIR + d;
         bpf_map_update_elem(table, &i, &e, BPF_ANY);
         // Keeping table under egress policy 2 (used by the "kept" case).
         e.dscp = (uint8_t)d;
-        i = ((0 * 16 + 1) * 16 + 2) * 80 + d;
+        i = ((0 * 16 + 1) * 16 + 2) * PER_PAIR + d;
         bpf_map_update_elem(table, &i, &e, BPF_ANY);
     }
     (void)one;

@@ -1,0 +1,174 @@
+import QoSMapCore
+import QoSMapPacket
+
+/// The layout of the flow-rule maps of `Bpf/qosmap.bpf.c` (its "Flow rules"
+/// section; `QM_*` constants there). A test loads the object and compares.
+public enum EBPFFlowLayout {
+    /// `QM_MAX_RULES`: rules per slot.
+    public static let maxRules = FlowClassifier.maxRules
+    /// `QM_MAX_INTERVALS`: address intervals per slot, field and family.
+    public static let maxIntervals = FlowClassifier.maxIntervals
+    /// `QM_CROSS`: cross-product entries per slot.
+    public static let crossEntries = FlowClassifier.maxCrossEntries
+    /// `QM_FLOW_SLOTS`: the connection table's slots (``ConnectionTable/slots``).
+    public static let flowSlots = ConnectionTable.slots
+    /// `QM_RULE_BASE`: where a pair's 24 entries by class × color cell start in `qm_table`.
+    public static let ruleBase = 80
+    /// `QM_GEN_RULES`: the bit of `qm_gen` that says the active slot has rules.
+    public static let genRules: UInt32 = 2
+    /// 16-bit classes packed in one 64-bit word of `qm_fports` and `qm_fcross`.
+    public static let classesPerWord = 4
+}
+
+/// `struct qm_fconf`.
+struct EBPFFlowConfig: BitwiseCopyable, Equatable {
+    var track: UInt32 = 0
+    var epoch: UInt32 = 0
+    /// Interval counts: source v4, destination v4, source v6, destination v6.
+    var n: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+    var base: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
+    var width: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.track == b.track && a.epoch == b.epoch && a.n == b.n && a.base == b.base && a.width == b.width
+    }
+}
+
+/// `struct qm_frule`: the rule's class × color cell by ingress policy, and
+/// whether it keeps its connection.
+struct EBPFRule: BitwiseCopyable {
+    var cell:
+        (
+            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+            UInt8, UInt8
+        ) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var connection: UInt32 = 0
+}
+
+/// `struct qm_rcount`: one CPU's packets and bytes for a rule.
+struct EBPFRuleCount: BitwiseCopyable {
+    var packets: UInt64
+    var bytes: UInt64
+}
+
+/// A snapshot's flow rules (``FlowRuntime``) as the contents of the
+/// classifier's `qm_f*` maps for one slot: the same ``FlowClassifier`` the
+/// nfqueue path runs, so both decide with the same tables.
+struct EBPFFlowTables: Sendable {
+    var config = EBPFFlowConfig()
+    /// `struct qm_fsmall`: class by protocol, then by DSCP, little-endian u16.
+    var small: [UInt8]
+    /// `qm_fports` words of one slot: source ports, then destination ports.
+    var ports: [UInt64]
+    /// `struct qm_faddr4` for source, destination.
+    var addresses4: [[UInt8]]
+    /// `struct qm_faddr6` for source, destination.
+    var addresses6: [[UInt8]]
+    /// The six cross tables, concatenated, four classes a word.
+    var cross: [UInt64]
+    /// `qm_frules` of one slot.
+    var rules: [EBPFRule]
+    /// The rules' names (the counters' labels).
+    var names: [String]
+    /// The flow rules' ingress class by interface name (written in the high
+    /// half of the interface's ingress policy word).
+    var ingressClass: [String: UInt16]
+
+    /// Compiles `flows` for ingress policies `ins` (``EBPFTables``' order).
+    init(_ flows: FlowRuntime, ingress ins: [MarkingPolicy]) {
+        let c = flows.classifier
+        func pack(_ v: [UInt16]) -> [UInt64] {
+            stride(from: 0, to: v.count, by: 4).map { i in
+                var w: UInt64 = 0
+                for j in 0..<4 where i + j < v.count { w |= UInt64(v[i + j]) << UInt64(16 * j) }
+                return w
+            }
+        }
+        func le16(_ v: [UInt16]) -> [UInt8] { v.flatMap { [UInt8($0 & 0xff), UInt8($0 >> 8)] } }
+        small = le16(c.protocolClass + c.dscpClass)
+        ports = pack(c.sourcePortClass) + pack(c.destinationPortClass)
+        // The classifier searches all 4,096 starts: the padding is all-ones
+        // with the last interval's class, so an address at or above the last
+        // start gets that class wherever the search ends.
+        func padded(_ a: AddressIntervals, _ v6: Bool) -> (starts: [IPAddress], classes: [UInt16]) {
+            let n = EBPFFlowLayout.maxIntervals - a.starts.count
+            let top = IPAddress(ipv6: v6, high: v6 ? .max : 0, low: v6 ? .max : 0xFFFF_FFFF)
+            return (
+                a.starts + Array(repeating: top, count: n),
+                a.classes + Array(repeating: a.classes.last ?? 0, count: n)
+            )
+        }
+        func v4(_ unpadded: AddressIntervals) -> [UInt8] {
+            let a = padded(unpadded, false)
+            var b = [UInt8](repeating: 0, count: EBPFLayoutSizes.faddr4)
+            for (i, s) in a.starts.enumerated() {
+                let x = UInt32(truncatingIfNeeded: s.low)
+                for k in 0..<4 { b[i * 4 + k] = UInt8(truncatingIfNeeded: x >> UInt32(8 * k)) }
+            }
+            let cls = 4 * EBPFFlowLayout.maxIntervals
+            for (i, v) in a.classes.enumerated() {
+                b[cls + 2 * i] = UInt8(v & 0xff)
+                b[cls + 2 * i + 1] = UInt8(v >> 8)
+            }
+            return b
+        }
+        func v6(_ unpadded: AddressIntervals) -> [UInt8] {
+            let a = padded(unpadded, true)
+            var b = [UInt8](repeating: 0, count: EBPFLayoutSizes.faddr6)
+            let lo = 8 * EBPFFlowLayout.maxIntervals
+            for (i, s) in a.starts.enumerated() {
+                for k in 0..<8 {
+                    b[i * 8 + k] = UInt8(truncatingIfNeeded: s.high >> UInt64(8 * k))
+                    b[lo + i * 8 + k] = UInt8(truncatingIfNeeded: s.low >> UInt64(8 * k))
+                }
+            }
+            let cls = 16 * EBPFFlowLayout.maxIntervals
+            for (i, v) in a.classes.enumerated() {
+                b[cls + 2 * i] = UInt8(v & 0xff)
+                b[cls + 2 * i + 1] = UInt8(v >> 8)
+            }
+            return b
+        }
+        addresses4 = [v4(c.source4), v4(c.destination4)]
+        addresses6 = [v6(c.source6), v6(c.destination6)]
+        config.n = (
+            UInt32(c.source4.starts.count), UInt32(c.destination4.starts.count),
+            UInt32(c.source6.starts.count), UInt32(c.destination6.starts.count)
+        )
+        var all: [UInt16] = []
+        var bases: [UInt32] = []
+        var widths: [UInt32] = []
+        for t in c.crossTables {
+            bases.append(UInt32(all.count))
+            widths.append(UInt32(t.width))
+            all += t.table
+        }
+        config.base = (bases[0], bases[1], bases[2], bases[3], bases[4], bases[5])
+        config.width = (widths[0], widths[1], widths[2], widths[3], widths[4], widths[5])
+        cross = pack(all)
+        config.track = flows.connections == nil ? 0 : 1
+        rules = flows.rules.map { rule in
+            var r = EBPFRule()
+            r.connection = rule.connection ? 1 : 0
+            withUnsafeMutableBytes(of: &r.cell) { cells in
+                for (i, p) in ins.enumerated() where i < EBPFLayout.maxIngress {
+                    cells[i] = UInt8(rule.action.treatment(ingress: p.ingress).cellIndex)
+                }
+            }
+            return r
+        }
+        names = flows.rules.map(\.name)
+        ingressClass = c.ingressClass
+    }
+}
+
+/// The sizes of the big map values, as the C structs have them.
+enum EBPFLayoutSizes {
+    /// `struct qm_faddr4`: u32 starts, u16 classes, then the `zero` and `pad` words.
+    static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8
+    /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`.
+    static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8
+    /// `struct qm_fsmall`.
+    static let fsmall = 2 * (256 + 64)
+}

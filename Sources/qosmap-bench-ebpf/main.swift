@@ -1,0 +1,127 @@
+// The eBPF classifier's cost per packet in the kernel (BPF_PROG_TEST_RUN),
+// loaded as qosmapd loads it, with and without flow rules, against an empty
+// program run the same way (the peer: the test-run loop itself).
+// Usage: qosmap-bench-ebpf NULL_OBJECT [REPEAT [ROUNDS]]
+// Prints one line per case: name, ns per run (median of ROUNDS), ns over the empty program.
+import BPFClassifier
+import Foundation
+import QoSMapCore
+import QoSMapDaemon
+
+let args = CommandLine.arguments
+guard args.count >= 2, let nullBytes = FileManager.default.contents(atPath: args[1]) else {
+    FileHandle.standardError.write(Data("usage: qosmap-bench-ebpf NULL_OBJECT [REPEAT [ROUNDS]]\n".utf8))
+    exit(64)
+}
+let repeatCount = args.count > 2 ? UInt32(args[2]) ?? 1_000_000 : 1_000_000
+let rounds = args.count > 3 ? Int(args[3]) ?? 5 : 5
+/// QOSMAP_BPF_OBJECT: a build of Bpf/qosmap.bpf.c to measure instead of the embedded one.
+let object = ProcessInfo.processInfo.environment["QOSMAP_BPF_OBJECT"].flatMap {
+    FileManager.default.contents(atPath: $0).map { [UInt8]($0) }
+}
+/// QOSMAP_BENCH_CASES: only the configs whose name contains this.
+let only = ProcessInfo.processInfo.environment["QOSMAP_BENCH_CASES"]
+
+let head = """
+    datapath: ebpf
+    system-tables: false
+    interfaces:
+      in1: {}
+      out1: {}
+
+    """
+/// 100 rules, each one UDP destination port.
+var portRules = ""
+for i in 0..<100 {
+    portRules +=
+        "    - {name: port\(i), match: {protocol: udp, destination-port: \(10000 + i * 7)}, set: {class: AF\(1 + i % 4)}}\n"
+}
+/// 1,000 rules, each one IPv4 and one IPv6 destination prefix.
+var cidrRules = ""
+for i in 0..<1000 {
+    cidrRules +=
+        "    - {name: net\(i), match: {destination: [198.18.\(i / 4).\((i % 4) * 64)/26, fd00:\(String(i, radix: 16))::/64]}, set: {class: AF\(1 + i % 4), color: yellow}}\n"
+}
+let configs: [(String, String)] = [
+    ("no rules", head),
+    ("100 port rules", head + "classify:\n  rules:\n" + portRules),
+    ("1,000 CIDR + 100 port rules", head + "classify:\n  rules:\n" + cidrRules + portRules),
+]
+
+/// A UDP frame to `dst` port `port`, DSCP 11 (rewritten by the default tables).
+func frame(v6: Bool, dst: [UInt8], port: UInt16) -> [UInt8] {
+    var f: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (v6 ? [0x86, 0xDD] : [8, 0])
+    let udp: [UInt8] =
+        [0x9C, 0x40, UInt8(port >> 8), UInt8(port & 0xFF), 0, 40, 0, 0] + [UInt8](repeating: 0, count: 32)
+    let tos: UInt8 = 11 << 2 | 1
+    if v6 {
+        f += [0x60 | tos >> 4, tos << 4, 0, 0, 0, UInt8(udp.count), 17, 64]
+        f += [0xFD, 0, 0, 1] + [UInt8](repeating: 0, count: 11) + [2]
+        f += dst
+    } else {
+        var h: [UInt8] =
+            [0x45, tos, 0, UInt8(20 + udp.count), 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 2] + dst
+        var sum: UInt32 = 0
+        for i in stride(from: 0, to: 20, by: 2) { sum += UInt32(h[i]) << 8 | UInt32(h[i + 1]) }
+        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+        h[10] = UInt8(~sum >> 8 & 0xFF)
+        h[11] = UInt8(~sum & 0xFF)
+        f += h
+    }
+    return f + udp
+}
+
+func median(_ v: [Double]) -> Double {
+    let s = v.sorted()
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
+do {
+    let null = try BPFObject(bytes: [UInt8](nullBytes), name: "null")
+    let nullProgram = try null.program(named: "qosmap_null")
+    // Port 10350 is rule port50's; 198.18.125.130 / fd00:1f4::2 are net500's.
+    let v4dst: [UInt8] = [198, 18, 125, 130]
+    let v6dst: [UInt8] = [0xFD, 0, 0x01, 0xF4] + [UInt8](repeating: 0, count: 11) + [2]
+    print("repeat \(repeatCount), median of \(rounds) rounds; ns per run")
+    print("| case | family | packet | ns | empty program ns | over empty |")
+    print("|---|---|---|---|---|---|")
+    for (name, text) in configs where only.map({ name.contains($0) }) ?? true {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(text, file: "bench.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let bench = try EBPFTestBench(snapshot, interfaces: ["in1": 2, "out1": 1], object: object)
+        for v6 in [false, true] {
+            var cases: [(String, [UInt8])] = [
+                ("port rule hit", frame(v6: v6, dst: v6 ? v6dst : v4dst, port: 10350)),
+                ("no rule hit", frame(v6: v6, dst: v6 ? v6dst : v4dst, port: 9)),
+            ]
+            if name.hasPrefix("1,000") {
+                cases[1].0 = "CIDR rule hit"
+            } else if name == "no rules" {
+                cases = [("rewrite", cases[0].1)]
+            }
+            for (what, f) in cases {
+                var ns: [Double] = []
+                var base: [Double] = []
+                for _ in 0..<rounds {
+                    base.append(
+                        Double(try nullProgram.testRun(packet: f, repeat: repeatCount).averageNanoseconds))
+                    ns.append(
+                        Double(try bench.run(f, ingressIfindex: 2, repeat: repeatCount).averageNanoseconds))
+                }
+                let m = median(ns)
+                let b = median(base)
+                print(
+                    "| \(name) | IPv\(v6 ? 6 : 4) | \(what) | \(String(format: "%.1f", m)) | \(String(format: "%.1f", b)) | \(String(format: "%+.1f", m - b)) |"
+                )
+            }
+        }
+        if name != "no rules" {
+            let hit = try bench.ruleCounts().enumerated().filter { $0.element.packets > 0 }.map { $0.offset }
+            print("  (rules that counted packets: \(hit.count))")
+        }
+    }
+} catch {
+    FileHandle.standardError.write(Data("qosmap-bench-ebpf: \(error)\n".utf8))
+    exit(1)
+}
