@@ -142,7 +142,7 @@ def ip_packet(wirelen, frame):
         csum_ok = True  # IPv6 has no header checksum
     else:
         return None
-    if proto not in (6, 17) or len(ip) < ihl + 20:
+    if proto not in (6, 17) or len(ip) < ihl + (20 if proto == 6 else 8):
         return None
     sport, dport = struct.unpack("!HH", ip[ihl:ihl + 4])
     l4 = (ip[ihl + 12] >> 4) * 4 if proto == 6 else 8
@@ -192,7 +192,7 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
     packet received (after the router) has the DSCP the model gives the DSCP
     it was sent with (before the router); the (has data, ECN) pairs received
     are those sent (ECN kept); TTL/hop limit one less; IPv4 header checksums
-    valid. Counts each rule's received packets and bytes."""
+    valid. Counts each rule's packets and bytes as they were sent into the router."""
     model = FlowModel(model_json)
     c, s = int(c), int(s)
     client, server = ipaddress.ip_address(client).compressed, ipaddress.ip_address(server).compressed
@@ -266,9 +266,12 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
             dscps = ",".join(str(d) for d in sorted({p["dscp"] for p in recv}))
             n = f" n={len(recv)}" if proto == "udp" else ""  # TCP's segment count depends on timing
             lines.append(f"{name} {conn} {way} dscp={dscps} ecn={ecns} ttl={ttl_recv}{n}")
+            # The counters count what enters the router: what the sender's
+            # veth sent (a GSO packet that the router's egress segments is
+            # one packet to the datapath, several to the receiver).
             if rule is not None:
                 pk, by = counts.get(rule, (0, 0))
-                counts[rule] = (pk + len(recv), by + sum(p["length"] for p in recv))
+                counts[rule] = (pk + len(sent), by + sum(p["length"] for p in sent))
     for proto in want:
         if proto not in seen and want[proto][0] is not None:
             bad.append(f"{name}: no {proto} connection captured")
