@@ -182,6 +182,15 @@ class FlowModel:
         return self.outbound[egress][cls][color]
 
 
+def runs(values):
+    """The values in order, each run of equal ones once: "0,40"."""
+    out = []
+    for v in values:
+        if not out or out[-1] != v:
+            out.append(v)
+    return ",".join(map(str, out))
+
+
 def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap, summary):
     """One flow between client c (address `client`) and server s, captured
     on the client's and the server's veth. SPEC: "PROTO=RULE[/ALT] ...": the
@@ -262,10 +271,15 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
                 bad.append(f"{what}: {csum} with a bad IPv4 header checksum")
             if not wrong and ecn_recv == ecn_sent and ttl_recv == ttl_sent and not csum:
                 ok.append(f"{what}, every one DSCP {w} (sent {sent_dscp}), ECN {sorted({e for _, e in ecn_recv})} kept")
-            ecns = ",".join(f"{'d' if d else 'h'}{e}" for d, e in ecn_recv)
-            dscps = ",".join(str(d) for d in sorted({p["dscp"] for p in recv}))
-            n = f" n={len(recv)}" if proto == "udp" else ""  # TCP's segment count depends on timing
-            lines.append(f"{name} {conn} {way} dscp={dscps} ecn={ecns} ttl={ttl_recv}{n}")
+            # For the datapaths' comparison, what does not depend on timing:
+            # the received DSCPs in order with repeats collapsed (a socket's
+            # TOS changes once, after its first packets); for UDP also the
+            # ECN likewise, and the count. A TCP stack's ECN (none on a
+            # retransmission) and segment count vary from run to run.
+            line = f"{name} {conn} {way} dscp={runs(p['dscp'] for p in recv)} ttl={ttl_recv}"
+            if proto == "udp":
+                line += f" ecn={runs(p['ecn'] for p in recv)} n={len(recv)}"
+            lines.append(line)
             # The counters count what enters the router: what the sender's
             # veth sent (a GSO packet that the router's egress segments is
             # one packet to the datapath, several to the receiver).
