@@ -149,7 +149,7 @@ def ip_packet(wirelen, frame):
     length = wirelen - 14
     return {"fam": fam, "proto": "tcp" if proto == 6 else "udp", "src": src, "dst": dst, "sport": sport,
             "dport": dport, "dscp": tc >> 2, "ecn": tc & 3, "ttl": ttl, "csum_ok": csum_ok,
-            "data": length - ihl - l4 > 0, "length": length}
+            "data": length - ihl - l4 > 0, "payload": length - ihl - l4, "length": length, "rst": proto == 6 and bool(ip[ihl + 13] & 4)}
 
 
 class FlowModel:
@@ -274,11 +274,15 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
             # For the datapaths' comparison, what does not depend on timing:
             # the received DSCPs in order with repeats collapsed (a socket's
             # TOS changes once, after its first packets); for UDP also the
-            # ECN likewise, and the count. A TCP stack's ECN (none on a
-            # retransmission) and segment count vary from run to run.
-            line = f"{name} {conn} {way} dscp={runs(p['dscp'] for p in recv)} ttl={ttl_recv}"
+            # ECN likewise, and the payload bytes (not the packets: the
+            # router's egress segments a UDP GSO packet that nfqueue
+            # reinjected, not one that nft or tc passed). A TCP stack's ECN
+            # (none on a retransmission), segment count and resets (sent when
+            # a socket closes with unread data, with the TOS of the segment
+            # they answer) vary from run to run.
+            line = f"{name} {conn} {way} dscp={runs(p['dscp'] for p in recv if not p['rst'])} ttl={ttl_recv}"
             if proto == "udp":
-                line += f" ecn={runs(p['ecn'] for p in recv)} n={len(recv)}"
+                line += f" ecn={runs(p['ecn'] for p in recv)} bytes={sum(p['payload'] for p in recv)}"
             lines.append(line)
             # The counters count what enters the router: what the sender's
             # veth sent (a GSO packet that the router's egress segments is
