@@ -147,9 +147,14 @@ def ip_packet(wirelen, frame):
     sport, dport = struct.unpack("!HH", ip[ihl:ihl + 4])
     l4 = (ip[ihl + 12] >> 4) * 4 if proto == 6 else 8
     length = wirelen - 14
+    # The same packet before and after the router: its L4 header and first
+    # payload bytes, without the L4 checksum (a partial one on the sender's
+    # side may be completed on the way).
+    seg = ip[ihl:ihl + 48]
+    same = seg[:16] + seg[18:] if proto == 6 else seg[:6] + seg[8:]
     return {"fam": fam, "proto": "tcp" if proto == 6 else "udp", "src": src, "dst": dst, "sport": sport,
             "dport": dport, "dscp": tc >> 2, "ecn": tc & 3, "ttl": ttl, "csum_ok": csum_ok,
-            "data": length - ihl - l4 > 0, "payload": length - ihl - l4, "length": length, "rst": proto == 6 and bool(ip[ihl + 13] & 4)}
+            "data": length - ihl - l4 > 0, "payload": length - ihl - l4, "length": length, "rst": proto == 6 and bool(ip[ihl + 13] & 4), "same": same}
 
 
 class FlowModel:
@@ -199,9 +204,10 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
     give instead (another rule, or "-"), which must mark differently, so that
     the flow tells them apart. Checks, per connection and direction: every
     packet received (after the router) has the DSCP the model gives the DSCP
-    it was sent with (before the router); the (has data, ECN) pairs received
-    are those sent (ECN kept); TTL/hop limit one less; IPv4 header checksums
-    valid. Counts each rule's packets and bytes as they were sent into the router."""
+    it was sent with (before the router; the packet found by its L4 bytes,
+    or for one the egress segmented, any DSCP sent in that direction); ECN
+    kept (per packet, and the (has data, ECN) pairs received are those
+    sent); TTL/hop limit one less; IPv4 header checksums valid. Counts each rule's packets and bytes as they were sent into the router."""
     model = FlowModel(model_json)
     c, s = int(c), int(s)
     client, server = ipaddress.ip_address(client).compressed, ipaddress.ip_address(server).compressed
@@ -250,9 +256,27 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
                 a = sorted({model.dscp(None if alt == "-" else alt, way, c, s, d) for d in sent_dscp})
                 if set(a) & set(w):
                     bad.append(f"{name} {conn}: {rule or 'trust'} and {alt} both give DSCP {a}: pick another DSCP")
-            wrong = [p["dscp"] for p in recv if p["dscp"] not in w]
+            # Each received packet against the packet it was sent as, found by
+            # its L4 bytes; one the router's egress segmented (or a sender's
+            # capture missed) against every DSCP sent in its direction.
+            pending = {}
+            for p in sent:
+                pending.setdefault(p["same"], []).append(p)
+            wrong, paired = [], 0
+            ecn_wrong = []
+            for p in recv:
+                q = pending.get(p["same"])
+                if q:
+                    o = q.pop(0)
+                    paired += 1
+                    if p["dscp"] != model.dscp(rule, way, c, s, o["dscp"]):
+                        wrong.append(f"{o['dscp']}->{p['dscp']}")
+                    if p["ecn"] != o["ecn"]:
+                        ecn_wrong.append(f"{o['ecn']}->{p['ecn']}")
+                elif p["dscp"] not in w:
+                    wrong.append(f"?->{p['dscp']}")
             if len(w) > 1 and sorted({p["dscp"] for p in recv}) != w:
-                wrong.append(sorted({p["dscp"] for p in recv}))
+                wrong.append(f"{sent_dscp}->{sorted({p['dscp'] for p in recv})}")
             w = w[0] if len(w) == 1 else w
             sent_dscp = sent_dscp[0] if len(sent_dscp) == 1 else sent_dscp
             ecn_sent = sorted({(p["data"], p["ecn"]) for p in sent})
@@ -260,16 +284,16 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
             ttl_sent = sorted({p["ttl"] - 1 for p in sent})
             ttl_recv = sorted({p["ttl"] for p in recv})
             csum = sum(1 for p in recv if not p["csum_ok"])
-            what = f"{name} {conn} {way} ({rule or 'trust'}): {len(recv)} packets"
+            what = f"{name} {conn} {way} ({rule or 'trust'}): {len(recv)} packets ({paired} paired with the packet sent)"
             if wrong:
-                bad.append(f"{what}: {len(wrong)} not DSCP {w} (sent {sent_dscp}): {sorted(set(map(str, wrong)))}")
-            if ecn_recv != ecn_sent:
-                bad.append(f"{what}: (data, ECN) received {ecn_recv}, sent {ecn_sent}")
+                bad.append(f"{what}: {len(wrong)} not DSCP {w} (sent->received: {sorted(set(wrong))[:6]})")
+            if ecn_recv != ecn_sent or ecn_wrong:
+                bad.append(f"{what}: ECN changed: (data, ECN) received {ecn_recv}, sent {ecn_sent}; sent->received {sorted(set(ecn_wrong))}")
             if ttl_recv != ttl_sent:
                 bad.append(f"{what}: TTL/hop limit received {ttl_recv}, want {ttl_sent}")
             if csum:
                 bad.append(f"{what}: {csum} with a bad IPv4 header checksum")
-            if not wrong and ecn_recv == ecn_sent and ttl_recv == ttl_sent and not csum:
+            if not wrong and not ecn_wrong and ecn_recv == ecn_sent and ttl_recv == ttl_sent and not csum:
                 ok.append(f"{what}, every one DSCP {w} (sent {sent_dscp}), ECN {sorted({e for _, e in ecn_recv})} kept")
             # For the datapaths' comparison, what does not depend on timing:
             # the received DSCPs in order with repeats collapsed (a socket's
