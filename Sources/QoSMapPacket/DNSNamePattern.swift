@@ -35,6 +35,8 @@ public struct DNSNamePattern: Hashable, Sendable, CustomStringConvertible {
             for b in label.utf8 {
                 guard b > 0x20, b < 0x7F else { throw fail("space, control or non-ASCII character") }
                 guard b != UInt8(ascii: "*") else { throw fail("'*' only as the whole first label, '*.'") }
+                // Escapes (`\046`) would make the text ambiguous; rule names are plain.
+                guard b != UInt8(ascii: "\\") else { throw fail("'\\' (escapes are not read)") }
                 wire.append(fold(b))
             }
         }

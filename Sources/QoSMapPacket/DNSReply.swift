@@ -358,7 +358,8 @@ private struct Reader {
 
         // Pass 2: follow CNAMEs from the question name. A chain can be at most
         // as long as the records examined; a CNAME loop stops there.
-        var chainOffsets: [Int] = []
+        let question = try name(qname)
+        var chain: [DNSName] = []
         var current = qname
         var steps = 0
         following: while steps < examined {
@@ -367,13 +368,10 @@ private struct Reader {
             for _ in 0..<examined {
                 let (r, next) = try record(i)
                 i = next
-                if r.type == DNSReplyParser.typeCNAME, r.rrClass == DNSReplyParser.classIN,
-                    sameName(r.owner, current)
-                {
-                    if sameName(r.data, qname) || chainOffsets.contains(where: { sameName($0, r.data) }) {
-                        break following
-                    }
-                    chainOffsets.append(r.data)
+                if r.type == DNSReplyParser.typeCNAME, r.rrClass == DNSReplyParser.classIN, sameName(r.owner, current) {
+                    let target = try name(r.data)
+                    if target == question || chain.contains(target) { break following }
+                    chain.append(target)
                     current = r.data
                     continue following
                 }
@@ -406,11 +404,8 @@ private struct Reader {
             addresses.append(DNSAddressAnswer(address: address, ttl: r.ttl))
         }
 
-        var chain: [DNSName] = []
-        chain.reserveCapacity(chainOffsets.count)
-        for o in chainOffsets { chain.append(try name(o)) }
         return DNSReply(
-            id: id, rcode: UInt8(flags & 0xF), question: try name(qname), questionType: qtype, chain: chain,
+            id: id, rcode: UInt8(flags & 0xF), question: question, questionType: qtype, chain: chain,
             addresses: addresses, answersSkipped: answerCount - examined)
     }
 }

@@ -342,7 +342,7 @@ let validReplies: [ValidReply] = [
     }
 
     @Test(arguments: [
-        "", "*.", ".", "a..b", "*a.b", "a.*.b", "**.b", "a b.c", "bücher.example",
+        "", "*.", ".", "a..b", "*a.b", "a.*.b", "**.b", "a b.c", "bücher.example", "a\\046b.example",
         String(repeating: "a", count: 64) + ".x",
     ])
     func rejected(_ text: String) {
