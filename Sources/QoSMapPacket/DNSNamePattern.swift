@@ -37,7 +37,7 @@ public struct DNSNamePattern: Hashable, Sendable, CustomStringConvertible {
                 guard b != UInt8(ascii: "*") else { throw fail("'*' only as the whole first label, '*.'") }
                 // Escapes (`\046`) would make the text ambiguous; rule names are plain.
                 guard b != UInt8(ascii: "\\") else { throw fail("'\\' (escapes are not read)") }
-                wire.append(fold(b))
+                wire.append(foldCase(b))
             }
         }
         wire.append(0)

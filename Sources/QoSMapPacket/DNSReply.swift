@@ -273,7 +273,7 @@ private struct Reader {
             guard i + 1 + len <= m.count, out.count + len + 1 <= 255 else { throw .truncated }
             out.append(b)
             if len == 0 { return DNSName(uncheckedWire: out) }
-            for j in (i + 1)...(i + len) { out.append(fold(m[j])) }
+            for j in (i + 1)...(i + len) { out.append(foldCase(m[j])) }
             i += len + 1
         }
         throw .pointerLoop
@@ -290,7 +290,7 @@ private struct Reader {
             let la = Int(m[x])
             guard la == Int(m[y]), x + la < m.count, y + la < m.count else { return false }
             if la == 0 { return true }
-            for k in 1...la where fold(m[x + k]) != fold(m[y + k]) { return false }
+            for k in 1...la where foldCase(m[x + k]) != foldCase(m[y + k]) { return false }
             a = x + la + 1
             b = y + la + 1
         }
@@ -368,7 +368,9 @@ private struct Reader {
             for _ in 0..<examined {
                 let (r, next) = try record(i)
                 i = next
-                if r.type == DNSReplyParser.typeCNAME, r.rrClass == DNSReplyParser.classIN, sameName(r.owner, current) {
+                if r.type == DNSReplyParser.typeCNAME, r.rrClass == DNSReplyParser.classIN,
+                    sameName(r.owner, current)
+                {
                     let target = try name(r.data)
                     if target == question || chain.contains(target) { break following }
                     chain.append(target)
@@ -410,7 +412,8 @@ private struct Reader {
     }
 }
 
+/// ASCII upper case to lower case (RFC 4343); every other byte unchanged.
 @inline(__always)
-func fold(_ b: UInt8) -> UInt8 {
+func foldCase(_ b: UInt8) -> UInt8 {
     b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b
 }
