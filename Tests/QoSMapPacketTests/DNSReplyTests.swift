@@ -85,8 +85,38 @@ let outOfOrder: [UInt8] = {
     return m
 }()
 
+/// Replies captured with tcpdump from dnsmasq 2.90 (Debian, `--local-ttl=300`,
+/// `--cname=www.Zoom.us,zoom.cdn.example.net`,
+/// `--cname=zoom.cdn.example.net,edge7.cdn.example.net`,
+/// `--host-record=edge7.cdn.example.net,198.18.0.1,fd00::7`,
+/// `--host-record=dual.example,198.19.0.2,fd00::2`) answering dig 9.18 in a
+/// network namespace, 2026-11-26: `www.zoom.us A` (UDP), `WWW.ZOOM.US AAAA +tcp`
+/// (the TCP segment, length prefix included), `dual.example AAAA` (UDP).
+/// Each carries an EDNS OPT record.
+func hexBytes(_ s: String) -> [UInt8] {
+    var out: [UInt8] = []
+    var i = s.startIndex
+    while i < s.endIndex {
+        let j = s.index(i, offsetBy: 2)
+        out.append(UInt8(s[i..<j], radix: 16)!)
+        i = j
+    }
+    return out
+}
+
+let dnsmasqChainA = hexBytes(
+    "885a8580000100030000000103777777047a6f6f6d0275730000010001c00c000500010000012c0016047a6f6f6d0363646e076578616d706c65036e657400c029000500010000012c00170565646765370363646e076578616d706c65036e657400c04b000100010000012c0004c612000100002904d0000000000000"
+)
+let dnsmasqChainAAAATCP = hexBytes(
+    "008927398580000100030000000103575757045a4f4f4d02555300001c0001c00c000500010000012c0016047a6f6f6d0363646e076578616d706c65036e657400c029000500010000012c00170565646765370363646e076578616d706c65036e657400c04b001c00010000012c0010fd00000000000000000000000000000700002904d0000000000000"
+)
+let dnsmasqDualAAAA = hexBytes(
+    "caf785800001000100000001046475616c076578616d706c6500001c0001c00c001c00010000012c0010fd00000000000000000000000000000200002904d0000000000000"
+)
+
 struct ValidReply: Sendable, CustomTestStringConvertible {
     var label: String
+    var id: UInt16 = 0x1234
     var bytes: [UInt8]
     var question: String
     var chain: [String]
@@ -110,13 +140,25 @@ let validReplies: [ValidReply] = [
     ValidReply(
         label: "outOfOrder", bytes: outOfOrder, question: "a.example", chain: ["b.example", "c.example"],
         addresses: ["198.18.1.3"], ttls: [300]),
+    ValidReply(
+        label: "dnsmasqChainA", id: 0x885A, bytes: dnsmasqChainA, question: "www.zoom.us",
+        chain: ["zoom.cdn.example.net", "edge7.cdn.example.net"], addresses: ["198.18.0.1"], ttls: [300]),
+    ValidReply(
+        label: "dnsmasqChainAAAA (TCP, prefix removed)", id: 0x2739,
+        bytes: Array(dnsmasqChainAAAATCP.dropFirst(2)),
+        question: "www.zoom.us", chain: ["zoom.cdn.example.net", "edge7.cdn.example.net"],
+        addresses: ["fd00::7"],
+        ttls: [300]),
+    ValidReply(
+        label: "dnsmasqDualAAAA", id: 0xCAF7, bytes: dnsmasqDualAAAA, question: "dual.example", chain: [],
+        addresses: ["fd00::2"], ttls: [300]),
 ]
 
 @Suite struct DNSReplyTests {
     @Test(arguments: validReplies)
     func validReply(_ v: ValidReply) throws {
         let reply = try DNSReplyParser.parse(v.bytes).get()
-        #expect(reply.id == 0x1234)
+        #expect(reply.id == v.id)
         #expect(reply.rcode == 0)
         #expect(reply.question.description == v.question)
         #expect(reply.chain.map(\.description) == v.chain)
@@ -151,6 +193,16 @@ let validReplies: [ValidReply] = [
             #expect(r.count == (cut == first ? 1 : 2), "cut at \(cut)")
             if cut > first { #expect(r.last == .failure(.tcpLength)) }
         }
+    }
+
+    /// The captured TCP segment as it came off the wire.
+    @Test func dnsmasqTCPSegment() throws {
+        let results = DNSReplyParser.parseTCP(dnsmasqChainAAAATCP)
+        #expect(results.count == 1)
+        let reply = try #require(results.first).get()
+        #expect(reply.questionType == 28)
+        #expect(reply.finalName.description == "edge7.cdn.example.net")
+        #expect(reply.addresses == [DNSAddressAnswer(address: IPAddress(parsing: "fd00::7")!, ttl: 300)])
     }
 
     @Test func caseInsensitiveOwnerMatch() throws {
