@@ -138,6 +138,11 @@ public enum DNSReplyParser {
     /// work a hostile reply with ANCOUNT 65535 can cause.
     public static let defaultMaxAnswers = 64
 
+    /// The longest CNAME chain followed: each step rescans the answers, so the
+    /// work is at most this times the answer cap. Resolvers stop near here too
+    /// (BIND follows 16, Unbound 11 by default).
+    public static let maxChain = 16
+
     static let typeA: UInt16 = 1
     static let typeCNAME: UInt16 = 5
     static let typeAAAA: UInt16 = 28
@@ -356,13 +361,13 @@ private struct Reader {
             for _ in 0..<min(rest, maxAnswers - examined) { i = try record(i).1 }
         }
 
-        // Pass 2: follow CNAMEs from the question name. A chain can be at most
-        // as long as the records examined; a CNAME loop stops there.
+        // Pass 2: follow CNAMEs from the question name, at most `maxChain`
+        // steps; a CNAME loop stops where it would revisit a name.
         let question = try name(qname)
         var chain: [DNSName] = []
         var current = qname
         var steps = 0
-        following: while steps < examined {
+        following: while steps < min(examined, DNSReplyParser.maxChain) {
             steps += 1
             i = first
             for _ in 0..<examined {

@@ -236,6 +236,25 @@ let validReplies: [ValidReply] = [
         #expect(reply.addresses.isEmpty)
     }
 
+    /// A chain of 20 CNAMEs is followed for `maxChain` (16) steps; the 16th
+    /// target has no address, so none is learned.
+    @Test func longChainStops() throws {
+        var m = dnsHeader(an: 21) + question(wireName("c0.example"), type: typeA)
+        for k in 0..<20 { m += rr(wireName("c\(k).example"), type: typeCNAME, wireName("c\(k + 1).example")) }
+        m += rr(wireName("c20.example"), type: typeA, [198, 18, 2, 20])
+        let reply = try DNSReplyParser.parse(m).get()
+        #expect(reply.chain.count == DNSReplyParser.maxChain)
+        #expect(reply.finalName.description == "c16.example")
+        #expect(reply.addresses.isEmpty)
+        // With 16 links the address is reached.
+        var short = dnsHeader(an: 17) + question(wireName("c0.example"), type: typeA)
+        for k in 0..<16 {
+            short += rr(wireName("c\(k).example"), type: typeCNAME, wireName("c\(k + 1).example"))
+        }
+        short += rr(wireName("c16.example"), type: typeA, [198, 18, 2, 16])
+        #expect(try DNSReplyParser.parse(short).get().addresses.map(\.address.description) == ["198.18.2.16"])
+    }
+
     /// NXDOMAIN with an SOA in the authority section: no addresses, rcode kept.
     @Test func nxdomain() throws {
         let soa = wireName("ns.example") + wireName("host.example") + [UInt8](repeating: 0, count: 20)

@@ -8,7 +8,8 @@ import QoSMapPacket
 /// Checks what every parsed reply promises.
 func check(_ reply: DNSReply, cap: Int) {
     precondition(reply.addresses.count <= cap, "more addresses than the cap")
-    precondition(reply.chain.count <= cap, "a chain longer than the records examined")
+    precondition(
+        reply.chain.count <= min(cap, DNSReplyParser.maxChain), "chain longer than the records or maxChain")
     precondition(reply.answersSkipped >= 0)
     for n in [reply.question] + reply.chain {
         let w = n.wire
