@@ -36,7 +36,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if count > 0 { packet.baseAddress!.copyMemory(from: data + 1, byteCount: count) }
     let original = Array(packet)
     let policy = MarkingPolicy(
-        trust: TrustMode(rawValue: selector % 5)!, ingress: fuzzDomain,
+        trust: TrustMode.allCases[Int(selector) % TrustMode.allCases.count], ingress: fuzzDomain,
         rewrite: RewriteFields(rawValue: (selector >> 3) & 7))
     let format: PacketFormat = selector & 0x80 != 0 ? .ethernet : .ip
     // classify runs remark's parser and decisions without writing: same result, no byte moved.
