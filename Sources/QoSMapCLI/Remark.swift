@@ -29,6 +29,13 @@ extension QoSMapCommand {
                 refuses a pcapng file whose interfaces differ in link type or
                 snapshot length.
 
+                A capture that cannot be read to its end (cut off mid-record, or a
+                record libpcap refuses after the first packets) is a failure: exit 65
+                and OUT is left as it was (tcpdump and tshark also fail on it).
+                --keep-partial writes the complete packets before the cut instead,
+                warns on standard error and exits 0; --json then carries the cut as
+                "truncated".
+
                 Examples:
                   qosmap remark --in trace.pcap --out remarked.pcap
                   qosmap remark --in voice.pcap --out - --trust 8021p --untrusted keep
@@ -80,6 +87,13 @@ extension QoSMapCommand {
                 valueName: "all|outer|inner"))
         var tag: TagSelection = .all
 
+        @Flag(
+            name: .long,
+            help:
+                "When the capture is cut off (or unreadable) after some packets: write those, warn, and exit 0 instead of failing with OUT left as it was."
+        )
+        var keepPartial = false
+
         @Flag(name: .long, help: "Also list the index (1-based) of each malformed packet.")
         var verbose = false
 
@@ -110,7 +124,8 @@ extension QoSMapCommand {
             } catch {
                 throw Self.commandError(error, outputPath: output)
             }
-            let summary = try Self.remarkFile(reader: reader, outputPath: output, policy: policy)
+            let summary = try Self.remarkFile(
+                reader: reader, outputPath: output, policy: policy, keepPartial: keepPartial)
             let text =
                 outputOptions.json
                 ? jsonText(
@@ -124,17 +139,19 @@ extension QoSMapCommand {
             // The capture owns standard output when --out is - or names the
             // same file (/dev/stdout): the summary then goes to standard error.
             let toStandardOutput = output == "-" || OutputTarget.isStandardOutput(output)
-            if toStandardOutput {
-                printError(text)
-            } else if summary.truncation != nil {
-                print(text)
-            }
             if let truncation = summary.truncation {
-                // What preceded the cut is written and summarized; the cut is still bad data.
-                throw DataError(
-                    "\(input): capture is cut off after \(summary.packets) complete packets (all written): \(truncation)"
-                )
+                let cut = Self.cutText(input, packets: summary.packets, reason: truncation)
+                guard keepPartial else {
+                    // Written in place (standard output, a FIFO): the packets before the cut are out.
+                    let outcome =
+                        OutputTarget(output).renames
+                        ? "\(output) is left as it was (--keep-partial writes the \(summary.packets) complete packets)"
+                        : "the \(summary.packets) packets before the cut are written to \(output)"
+                    throw DataError("\(cut); \(outcome)")
+                }
+                printError("qosmap: warning: \(cut); the \(summary.packets) complete packets are written (--keep-partial)")
             }
+            if toStandardOutput { printError(text) }
             return toStandardOutput ? "" : text + "\n"
         }
 
@@ -142,7 +159,18 @@ extension QoSMapCommand {
         /// A regular file or a new path is written via a temporary file renamed on
         /// success; `-` is standard output, and anything else (a device, a FIFO,
         /// a symlink such as /dev/stdout) is written in place, never replaced.
-        static func remarkFile(reader: CaptureReader, outputPath: String, policy: MarkingPolicy) throws
+        /// `IN: capture is cut off after N complete packets: REASON` (or "unreadable" for another read error).
+        static func cutText(_ input: String, packets: Int, reason: String) -> String {
+            let what = reason.contains("truncated") ? "cut off" : "unreadable"
+            return "\(input): capture is \(what) after \(packets) complete packets: \(reason)"
+        }
+
+        /// With `keepPartial` false, a read error after the first packets
+        /// leaves the output as it was (the temporary file is removed) and
+        /// the summary carries the cut in `truncation`.
+        static func remarkFile(
+            reader: CaptureReader, outputPath: String, policy: MarkingPolicy, keepPartial: Bool = false
+        ) throws
             -> RemarkSummary
         {
             let link = LinkLayer(reader.linkType)
@@ -162,8 +190,9 @@ extension QoSMapCommand {
                         let next: CaptureRecord?
                         do {
                             next = try reader.next(into: buffer)
-                        } catch  where error.operation == .read && error.message.contains("truncated") {
-                            // A file cut off mid-record: keep every complete record.
+                        } catch where error.operation == .read || error.operation == .recordTooLarge {
+                            // A file cut off mid-record, or a record libpcap refuses: the
+                            // complete records are written with --keep-partial only.
                             summary.truncation = error.message
                             break
                         }
@@ -189,6 +218,10 @@ extension QoSMapCommand {
                 } catch {
                     try? writer.close()
                     throw error
+                }
+                if summary.truncation != nil && !keepPartial {
+                    if target.renames { unlink(temp) }
+                    return summary
                 }
                 guard !target.renames || rename(temp, outputPath) == 0 else {
                     let reason = String(cString: strerror(errno))
