@@ -149,7 +149,9 @@ extension QoSMapCommand {
                         : "the \(summary.packets) packets before the cut are written to \(output)"
                     throw DataError("\(cut); \(outcome)")
                 }
-                printError("qosmap: warning: \(cut); the \(summary.packets) complete packets are written (--keep-partial)")
+                printError(
+                    "qosmap: warning: \(cut); the \(summary.packets) complete packets are written (--keep-partial)"
+                )
             }
             if toStandardOutput { printError(text) }
             return toStandardOutput ? "" : text + "\n"
@@ -190,7 +192,7 @@ extension QoSMapCommand {
                         let next: CaptureRecord?
                         do {
                             next = try reader.next(into: buffer)
-                        } catch where error.operation == .read || error.operation == .recordTooLarge {
+                        } catch  where error.operation == .read || error.operation == .recordTooLarge {
                             // A file cut off mid-record, or a record libpcap refuses: the
                             // complete records are written with --keep-partial only.
                             summary.truncation = error.message
