@@ -204,19 +204,15 @@ enum DomainNameCheck {
 }
 
 /// Writes `text` through a temporary file in the same directory renamed over
-/// `path` on success; a path that exists and is not a regular file is written in place.
-func writeTextAtomically(_ text: String, to path: String) throws {
+/// `path` on success; a path that exists and is not a regular file is written
+/// in place. A failure is ``OutputError`` (exit 74): the old file is kept.
+func writeTextAtomically(_ text: String, to path: String) throws(OutputError) {
     let target = OutputTarget(path)
     do {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: target.writePath))
-        guard !target.renames || rename(target.writePath, path) == 0 else {
-            throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))")
-        }
-    } catch let error as DataError {
-        if target.renames { unlink(target.writePath) }
-        throw error
+        try target.write(Array(text.utf8))
+        try target.commit()
     } catch {
-        if target.renames { unlink(target.writePath) }
-        throw DataError("\(path): cannot write: \(error.localizedDescription)")
+        target.discard()
+        throw error
     }
 }

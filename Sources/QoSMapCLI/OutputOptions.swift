@@ -35,7 +35,15 @@ func table(_ rows: [[String]], indent: String = "") -> String {
     }.joined(separator: "\n")
 }
 
-/// Writes a line to standard error.
+/// Writes a line to standard error. A failed write is ignored: there is
+/// nowhere left to report it (FileHandle's `write` would trap).
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    let bytes = Array((text + "\n").utf8)
+    var done = 0
+    while done < bytes.count {
+        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress! + done, $0.count - done) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return }
+        done += n
+    }
 }

@@ -214,7 +214,7 @@ extension QoSMapCommand {
                         case .some(.truncated):
                             summary.count(RemarkResult(status: .malformed))
                         }
-                        writer.write(record, UnsafeRawBufferPointer(packet))
+                        try writer.write(record, UnsafeRawBufferPointer(packet))
                     }
                     try writer.close()
                 } catch {
@@ -222,28 +222,29 @@ extension QoSMapCommand {
                     throw error
                 }
                 if summary.truncation != nil && !keepPartial {
-                    if target.renames { unlink(temp) }
+                    target.discard()
                     return summary
                 }
-                guard !target.renames || rename(temp, outputPath) == 0 else {
-                    let reason = String(cString: strerror(errno))
-                    throw CaptureError(.write, path: outputPath, message: reason)
-                }
+                try target.commit(what: "capture")
             } catch let error as CaptureError {
-                if target.renames { unlink(temp) }
+                target.discard()
                 throw commandError(error, outputPath: outputPath)
+            } catch {
+                target.discard()
+                throw error
             }
             return summary
         }
 
         /// The CLI error for a capture error: libpcap missing is exit 69 and
-        /// names the library, not the capture; a bad capture is exit 65.
+        /// names the library, not the capture; a bad capture is exit 65; an
+        /// output that cannot be written is exit 74, with the system's reason.
         static func commandError(_ error: CaptureError, outputPath: String) -> any Error {
             switch error.operation {
             case .open, .read, .recordTooLarge:
                 return DataError("\(error.path): cannot read capture: \(error.message)")
             case .write:
-                return DataError("\(outputPath): cannot write capture: \(error.message)")
+                return OutputError(path: outputPath, what: "capture", reason: error.message)
             case .library:
                 return UnavailableError(error.message)
             }
@@ -306,49 +307,6 @@ enum LinkLayer {
             let families: Set = [2, 10, 24, 28, 30]
             return families.contains(le) || families.contains(be) ? .packet(rebased(4), .ip) : .notIP
         }
-    }
-}
-
-/// How `remark` writes `--out`: only a regular file or a new path is
-/// replaced (through a temporary file and `rename`); `-` and anything else
-/// are written in place.
-struct OutputTarget {
-    /// The path libpcap opens (`-` is standard output).
-    var writePath: String
-    /// Whether `writePath` is a temporary file renamed over the output on success.
-    var renames: Bool
-
-    init(_ path: String) {
-        var st = stat()
-        let exists = lstat(path, &st) == 0
-        if path == "-" || (exists && st.st_mode & S_IFMT != S_IFREG) {
-            writePath = path
-            renames = false
-        } else {
-            let url = URL(fileURLWithPath: path)
-            writePath =
-                url.deletingLastPathComponent()
-                .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
-            renames = true
-        }
-    }
-
-    /// Whether `path` is the file standard output is open on (`/dev/stdout`,
-    /// `/proc/self/fd/1`, or the file the shell redirected to).
-    static func isStandardOutput(_ path: String) -> Bool {
-        var sp = stat()
-        var so = stat()
-        guard stat(path, &sp) == 0, fstat(1, &so) == 0 else { return false }
-        return sp.st_dev == so.st_dev && sp.st_ino == so.st_ino
-    }
-
-    /// Whether two paths name the same file (same device and inode), or the same text.
-    static func sameFile(_ a: String, _ b: String) -> Bool {
-        if a == b { return true }
-        var sa = stat()
-        var sb = stat()
-        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 }
 

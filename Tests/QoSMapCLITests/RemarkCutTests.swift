@@ -27,7 +27,7 @@ final class RemarkCutTests {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/head")
         p.arguments = ["-c", "\(bytes)", file.path]
-        FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         p.standardOutput = try FileHandle(forWritingTo: out)
         try p.run()
         p.waitUntilExit()
