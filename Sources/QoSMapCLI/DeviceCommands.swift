@@ -78,7 +78,8 @@ extension QoSMapCommand {
                 and rewrite-rules). A file may define several maps: --map picks one by name. Cells \
                 the file does not hold (SONiC has no color; a field may be absent) are taken from \
                 --base and listed on standard error. The output is a qosmap domain file, written \
-                through a temporary file renamed on success, or to standard output.
+                through a temporary file renamed on success (a write error is exit 74, naming the file and \
+                the cause; the old file is kept), or to standard output.
 
                 Examples:
                   qosmap import sonic leaf1.json --map AZURE -o leaf1.yaml

@@ -36,6 +36,11 @@ extension QoSMapCommand {
                 warns on standard error and exits 0; --json then carries the cut as
                 "truncated".
 
+                Exit status: 0 success; 64 a bad option; 65 a capture that cannot be
+                read (OUT is left as it was); 69 libpcap could not be loaded; 74 OUT
+                could not be written (the line names it and the cause, such as "No
+                space left on device"; the old OUT is kept, no temporary file is left).
+
                 Examples:
                   qosmap remark --in trace.pcap --out remarked.pcap
                   qosmap remark --in voice.pcap --out - --trust 8021p --untrusted keep
