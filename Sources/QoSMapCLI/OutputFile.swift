@@ -55,7 +55,7 @@ struct OutputTarget {
         guard fd >= 0 else { throw OutputError(path: path, errno: errno) }
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
                 let code = n < 0 ? errno : EIO
@@ -84,4 +84,9 @@ struct OutputTarget {
         guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
+}
+
+/// write(2), under a name that `OutputTarget.write` does not shadow.
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    write(fd, buffer, count)
 }
