@@ -137,7 +137,7 @@ let package = Package(
         // QoSMapDaemon: export nft --config is checked against qosmapd's own policies.
         .testTarget(
             name: "QoSMapCLITests", dependencies: ["QoSMapCLI", "qosmap", "QoSMapPacket", "QoSMapDaemon"],
-            exclude: ["Golden"]),
+            exclude: ["Golden", "Captures"]),
     ],
     swiftLanguageModes: [.v6]
 )

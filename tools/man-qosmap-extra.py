@@ -64,6 +64,15 @@ or a capture.
 .It 69
 .Nm remark
 could not load libpcap.
+.It 74
+An output could not be written
+.Po Nm remark Fl -out ,
+.Nm import Fl o ,
+or standard output
+.Pc ;
+one line names the file and the system's reason, such as
+.Dq No space left on device .
+The old file is kept and no temporary file is left.
 .El
 .Sh EXAMPLES
 .Bd -literal -offset indent

@@ -86,7 +86,8 @@ extension QoSMapCommand {
                 and rewrite-rules). A file may define several maps: --map picks one by name. Cells \
                 the file does not hold (SONiC has no color; a field may be absent) are taken from \
                 --base and listed on standard error. The output is a qosmap domain file, written \
-                through a temporary file renamed on success, or to standard output.
+                through a temporary file renamed on success (a write error is exit 74, naming the file and \
+                the cause; the old file is kept), or to standard output.
 
                 Examples:
                   qosmap import sonic leaf1.json --map AZURE -o leaf1.yaml
@@ -212,37 +213,15 @@ enum DomainNameCheck {
 }
 
 /// Writes `text` through a temporary file in the same directory renamed over
-/// `path` on success; a path that exists and is not a regular file is written in place.
-func writeTextAtomically(_ text: String, to path: String) throws {
+/// `path` on success; a path that exists and is not a regular file is written
+/// in place. A failure is ``OutputError`` (exit 74): the old file is kept.
+func writeTextAtomically(_ text: String, to path: String) throws(OutputError) {
     let target = OutputTarget(path)
     do {
-        try writeFile(text, to: target.writePath, shownAs: path)
-        guard !target.renames || rename(target.writePath, path) == 0 else {
-            throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))")
-        }
-    } catch let error as DataError {
-        if target.renames { unlink(target.writePath) }
+        try target.write(Array(text.utf8))
+        try target.commit()
+    } catch {
+        target.discard()
         throw error
-    }
-}
-
-/// Writes `text` to `writePath` (created, or truncated), naming `shownAs` in
-/// an error: one line with the system's reason.
-private func writeFile(_ text: String, to writePath: String, shownAs path: String) throws(DataError) {
-    let fd = open(writePath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-    guard fd >= 0 else { throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))") }
-    var bytes = Array(text.utf8)[...]
-    while !bytes.isEmpty {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        if n < 0, errno == EINTR { continue }
-        guard n > 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw DataError("\(path): cannot write: \(reason)")
-        }
-        bytes = bytes.dropFirst(n)
-    }
-    guard close(fd) == 0 else {
-        throw DataError("\(path): cannot write: \(String(cString: strerror(errno)))")
     }
 }

@@ -72,10 +72,12 @@ extension QoSMapCommand {
                 default, OUT-DOMAIN to IN-DOMAIN, no ':' writes nothing). A PE that trusts DSCP in edge \
                 and writes EXP and 802.1p in core, then a P router that trusts EXP in core and writes DSCP \
                 in default, is the first example below. VALUE is a value of the first hop's trusted \
-                field (DSCP takes PHB names). --all traces every value and reports merges, lost \
-                colors, bleaching and class changes. Exit 0.
+                field (DSCP takes PHB names). With no --hop and no --config, the path is one hop that \
+                trusts DSCP in --domain (default: default) and writes it back, as lookup does. --all \
+                traces every value and reports merges, lost colors, bleaching and class changes. Exit 0.
 
                 Examples:
+                  qosmap explain 46
                   qosmap explain EF --hop PE=dscp@edge:exp,8021p@core \\
                       --hop P=exp@core:dscp@default --tables t
                   qosmap explain --all --hop dscp:8021p@5p3d
@@ -87,6 +89,12 @@ extension QoSMapCommand {
 
         @Option(name: .long, help: ArgumentHelp("A hop: \(HopSpec.grammar).", valueName: "HOP"))
         var hop: [String] = []
+
+        @Option(
+            name: .long,
+            help: "Without --hop and --config: the domain of the one DSCP hop. (default: default)",
+            completion: Completions.domain)
+        var domain: String?
 
         @Flag(name: .long, help: "With an 8021p input: the frame's DEI bit is set.")
         var dei = false
@@ -114,8 +122,9 @@ extension QoSMapCommand {
         @OptionGroup var output: OutputOptions
 
         func validate() throws {
-            if hop.isEmpty && config == nil {
-                throw ValidationError("missing --hop; give one or more hops: \(HopSpec.grammar)")
+            if domain != nil && (!hop.isEmpty || config != nil) {
+                throw ValidationError(
+                    "--domain applies only without --hop and --config (a hop names its domains: dscp@DOMAIN)")
             }
             if config == nil && (ingress != nil || egress != nil) {
                 throw ValidationError("--ingress and --egress apply only with --config")
@@ -197,7 +206,9 @@ extension QoSMapCommand {
 
         func buildPath(_ set: TableSet, first: [PolicyHop] = []) throws -> PolicyPath {
             var hops = first
-            for text in hop {
+            // No hop and no config: one hop that trusts DSCP and writes it back, as lookup does.
+            let texts = hop.isEmpty && first.isEmpty ? ["dscp@\(domain ?? "default"):dscp"] : hop
+            for text in texts {
                 let spec = try HopSpec(parsing: text)
                 hops.append(
                     PolicyHop(

@@ -34,7 +34,9 @@ public struct QoSMapCommand: ParsableCommand {
 
             Exit status: 0 success; 1 diff found differences or lint found problems;
             64 a bad command-line token; 65 bad data (table files, captures);
-            69 libpcap could not be loaded (remark).
+            69 libpcap could not be loaded (remark); 74 an output could not be
+            written (OUT, -o, standard output; the line names the file and the
+            cause, such as "No space left on device"; an old OUT is kept).
             """,
         version: "0.1.0",
         subcommands: [
@@ -46,23 +48,46 @@ public struct QoSMapCommand: ParsableCommand {
     public init() {}
 
     /// Parses the arguments, runs the command and exits: 0 on success, 64 for
-    /// a usage error, 65 for bad data, 69 when a needed library is missing. Errors are one line each on stderr.
+    /// a usage error, 65 for bad data, 69 when a needed library is missing,
+    /// 74 when an output (standard output included) could not be written.
+    /// Errors are one line each on stderr.
     public static func run(arguments: [String]? = nil) -> Never {
         let args = arguments ?? Array(CommandLine.arguments.dropFirst())
+        let json = args.contains("--json")
         do {
             var command = try parse(args)
             try command.run()
-            Glibc.exit(0)
+            exit(0, json: json)
         } catch {
-            let report = report(for: error, json: args.contains("--json"))
+            let report = report(for: error, json: json)
             if report.text.isEmpty {
             } else if report.status == 0 {
                 print(report.text)
             } else {
                 printError(report.text)
             }
+            exit(report.status, json: json)
+        }
+    }
+
+    /// Exits with `status`, or with 74 when standard output could not be
+    /// written: `print` buffers and drops write errors, so they are only
+    /// seen here. `fflush(NULL)` flushes every stream (Swift 6 cannot name C's
+    /// `stdout`); glibc keeps the bytes a failed write could not place, so a
+    /// failure mid-run fails again here with its errno. A failed command
+    /// keeps its own status.
+    static func exit(_ status: Int32, json: Bool) -> Never {
+        errno = 0
+        let flushed = fflush(nil) == 0
+        let code = errno
+        if !flushed && status == 0 {
+            let error = OutputError(
+                path: "-", reason: code == 0 ? "write error" : String(cString: strerror(code)))
+            let report = report(for: error, json: json)
+            printError(report.text)
             Glibc.exit(report.status)
         }
+        Glibc.exit(status)
     }
 
     /// Parses like `parseAsRoot`, with two repairs: an unknown subcommand is
@@ -149,6 +174,8 @@ public struct QoSMapCommand: ParsableCommand {
             return (ExitStatus.dataError, error.description)
         case let error as UnavailableError:
             return (ExitStatus.unavailable, "qosmap: error: \(error.description)")
+        case let error as OutputError:
+            return (ExitStatus.ioError, "qosmap: error: \(error.description)")
         default:
             let code = exitCode(for: error)
             if code == .success {

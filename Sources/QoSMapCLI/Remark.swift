@@ -37,6 +37,18 @@ extension QoSMapCommand {
                 refuses a pcapng file whose interfaces differ in link type or
                 snapshot length.
 
+                A capture that cannot be read to its end (cut off mid-record, or a
+                record libpcap refuses after the first packets) is a failure: exit 65
+                and OUT is left as it was (tcpdump and tshark also fail on it).
+                --keep-partial writes the complete packets before the cut instead,
+                warns on standard error and exits 0; --json then carries the cut as
+                "truncated".
+
+                Exit status: 0 success; 64 a bad option; 65 a capture that cannot be
+                read (OUT is left as it was); 69 libpcap could not be loaded; 74 OUT
+                could not be written (the line names it and the cause, such as "No
+                space left on device"; the old OUT is kept, no temporary file is left).
+
                 Examples:
                   qosmap remark --in trace.pcap --out remarked.pcap
                   qosmap remark --in voice.pcap --out - --trust 8021p --untrusted keep
@@ -88,6 +100,13 @@ extension QoSMapCommand {
                 valueName: "all|outer|inner"))
         var tag: TagSelection = .all
 
+        @Flag(
+            name: .long,
+            help:
+                "When the capture is cut off (or unreadable) after some packets: write those, warn, and exit 0 instead of failing with OUT left as it was."
+        )
+        var keepPartial = false
+
         @Flag(name: .long, help: "Also list the index (1-based) of each malformed packet.")
         var verbose = false
 
@@ -118,7 +137,8 @@ extension QoSMapCommand {
             } catch {
                 throw Self.commandError(error, outputPath: output)
             }
-            let summary = try Self.remarkFile(reader: reader, outputPath: output, policy: policy)
+            let summary = try Self.remarkFile(
+                reader: reader, outputPath: output, policy: policy, keepPartial: keepPartial)
             let text =
                 outputOptions.json
                 ? jsonText(
@@ -132,17 +152,21 @@ extension QoSMapCommand {
             // The capture owns standard output when --out is - or names the
             // same file (/dev/stdout): the summary then goes to standard error.
             let toStandardOutput = output == "-" || OutputTarget.isStandardOutput(output)
-            if toStandardOutput {
-                printError(text)
-            } else if summary.truncation != nil {
-                print(text)
-            }
             if let truncation = summary.truncation {
-                // What preceded the cut is written and summarized; the cut is still bad data.
-                throw DataError(
-                    "\(input): capture is cut off after \(summary.packets) complete packets (all written): \(truncation)"
+                let cut = Self.cutText(input, packets: summary.packets, reason: truncation)
+                guard keepPartial else {
+                    // Written in place (standard output, a FIFO): the packets before the cut are out.
+                    let outcome =
+                        OutputTarget(output).renames
+                        ? "\(output) is left as it was (--keep-partial writes the \(summary.packets) complete packets)"
+                        : "the \(summary.packets) packets before the cut are written to \(output)"
+                    throw DataError("\(cut); \(outcome)")
+                }
+                printError(
+                    "qosmap: warning: \(cut); the \(summary.packets) complete packets are written (--keep-partial)"
                 )
             }
+            if toStandardOutput { printError(text) }
             return toStandardOutput ? "" : text + "\n"
         }
 
@@ -150,7 +174,18 @@ extension QoSMapCommand {
         /// A regular file or a new path is written via a temporary file renamed on
         /// success; `-` is standard output, and anything else (a device, a FIFO,
         /// a symlink such as /dev/stdout) is written in place, never replaced.
-        static func remarkFile(reader: CaptureReader, outputPath: String, policy: MarkingPolicy) throws
+        /// `IN: capture is cut off after N complete packets: REASON` (or "unreadable" for another read error).
+        static func cutText(_ input: String, packets: Int, reason: String) -> String {
+            let what = reason.contains("truncated") ? "cut off" : "unreadable"
+            return "\(input): capture is \(what) after \(packets) complete packets: \(reason)"
+        }
+
+        /// With `keepPartial` false, a read error after the first packets
+        /// leaves the output as it was (the temporary file is removed) and
+        /// the summary carries the cut in `truncation`.
+        static func remarkFile(
+            reader: CaptureReader, outputPath: String, policy: MarkingPolicy, keepPartial: Bool = false
+        ) throws
             -> RemarkSummary
         {
             let link = LinkLayer(reader.linkType)
@@ -170,8 +205,9 @@ extension QoSMapCommand {
                         let next: CaptureRecord?
                         do {
                             next = try reader.next(into: buffer)
-                        } catch  where error.operation == .read && error.message.contains("truncated") {
-                            // A file cut off mid-record: keep every complete record.
+                        } catch  where error.operation == .read || error.operation == .recordTooLarge {
+                            // A file cut off mid-record, or a record libpcap refuses: the
+                            // complete records are written with --keep-partial only.
                             summary.truncation = error.message
                             break
                         }
@@ -191,32 +227,37 @@ extension QoSMapCommand {
                         case .some(.truncated):
                             summary.count(RemarkResult(status: .malformed))
                         }
-                        writer.write(record, UnsafeRawBufferPointer(packet))
+                        try writer.write(record, UnsafeRawBufferPointer(packet))
                     }
                     try writer.close()
                 } catch {
                     try? writer.close()
                     throw error
                 }
-                guard !target.renames || rename(temp, outputPath) == 0 else {
-                    let reason = String(cString: strerror(errno))
-                    throw CaptureError(.write, path: outputPath, message: reason)
+                if summary.truncation != nil && !keepPartial {
+                    target.discard()
+                    return summary
                 }
+                try target.commit(what: "capture")
             } catch let error as CaptureError {
-                if target.renames { unlink(temp) }
+                target.discard()
                 throw commandError(error, outputPath: outputPath)
+            } catch {
+                target.discard()
+                throw error
             }
             return summary
         }
 
         /// The CLI error for a capture error: libpcap missing is exit 69 and
-        /// names the library, not the capture; a bad capture is exit 65.
+        /// names the library, not the capture; a bad capture is exit 65; an
+        /// output that cannot be written is exit 74, with the system's reason.
         static func commandError(_ error: CaptureError, outputPath: String) -> any Error {
             switch error.operation {
             case .open, .read, .recordTooLarge:
                 return DataError("\(error.path): cannot read capture: \(error.message)")
             case .write:
-                return DataError("\(outputPath): cannot write capture: \(error.message)")
+                return OutputError(path: outputPath, what: "capture", reason: error.message)
             case .library:
                 return UnavailableError(error.message)
             }
@@ -279,49 +320,6 @@ enum LinkLayer {
             let families: Set = [2, 10, 24, 28, 30]
             return families.contains(le) || families.contains(be) ? .packet(rebased(4), .ip) : .notIP
         }
-    }
-}
-
-/// How `remark` writes `--out`: only a regular file or a new path is
-/// replaced (through a temporary file and `rename`); `-` and anything else
-/// are written in place.
-struct OutputTarget {
-    /// The path libpcap opens (`-` is standard output).
-    var writePath: String
-    /// Whether `writePath` is a temporary file renamed over the output on success.
-    var renames: Bool
-
-    init(_ path: String) {
-        var st = stat()
-        let exists = lstat(path, &st) == 0
-        if path == "-" || (exists && st.st_mode & S_IFMT != S_IFREG) {
-            writePath = path
-            renames = false
-        } else {
-            let url = URL(fileURLWithPath: path)
-            writePath =
-                url.deletingLastPathComponent()
-                .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
-            renames = true
-        }
-    }
-
-    /// Whether `path` is the file standard output is open on (`/dev/stdout`,
-    /// `/proc/self/fd/1`, or the file the shell redirected to).
-    static func isStandardOutput(_ path: String) -> Bool {
-        var sp = stat()
-        var so = stat()
-        guard stat(path, &sp) == 0, fstat(1, &so) == 0 else { return false }
-        return sp.st_dev == so.st_dev && sp.st_ino == so.st_ino
-    }
-
-    /// Whether two paths name the same file (same device and inode), or the same text.
-    static func sameFile(_ a: String, _ b: String) -> Bool {
-        if a == b { return true }
-        var sa = stat()
-        var sb = stat()
-        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 }
 

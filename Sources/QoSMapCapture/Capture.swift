@@ -1,5 +1,11 @@
 import CPcap
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// A capture's link-layer header type, as libpcap reports it (a `DLT_` value of
 /// `pcap_datalink`; libpcap maps file `LINKTYPE_` values to these).
 public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -56,14 +62,23 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
     public var operation: Operation
     /// The file.
     public var path: String
-    /// libpcap's message.
+    /// libpcap's message, or the system's (`strerror`) for a failed write.
     public var message: String
+    /// The `errno` of a failed system call, when one is known (`ENOSPC` for a full disk).
+    public var systemError: Int32?
 
     /// Creates an error.
-    public init(_ operation: Operation, path: String, message: String) {
+    public init(_ operation: Operation, path: String, message: String, systemError: Int32? = nil) {
         self.operation = operation
         self.path = path
         self.message = message
+        self.systemError = systemError
+    }
+
+    /// A write error from `errno` (its `strerror` text); `fallback` when errno is 0.
+    static func writing(_ path: String, errno code: Int32, fallback: String) -> CaptureError {
+        guard code != 0 else { return CaptureError(.write, path: path, message: fallback) }
+        return CaptureError(.write, path: path, message: String(cString: strerror(code)), systemError: code)
     }
 
     /// `path: message`.
@@ -196,6 +211,9 @@ public final class CaptureWriter {
     private let lib: LibPcap
     private let dead: OpaquePointer
     private let dumper: OpaquePointer
+    /// The dumper's stream (`pcap_dump_file`): checked after every record so
+    /// that the first failed write is reported with its errno.
+    private let file: UnsafeMutablePointer<FILE>?
     private var closed = false
     /// The file written.
     public let path: String
@@ -213,11 +231,14 @@ public final class CaptureWriter {
         else {
             throw CaptureError(.write, path: path, message: "cannot create a pcap handle")
         }
+        errno = 0
         guard let dumper = lib.dumpOpen(d, path) else {
+            let code = errno
             let message = lib.geterr(d).map { String(cString: $0) } ?? "cannot create the file"
             lib.close(d)
-            throw CaptureError(.write, path: path, message: message)
+            throw CaptureError.writing(path, errno: code, fallback: message)
         }
+        self.file = lib.dumpFile(dumper)
         self.lib = lib
         self.dead = d
         self.dumper = dumper
@@ -231,7 +252,9 @@ public final class CaptureWriter {
     }
 
     /// Appends a record (`pcap_dump`); its captured length is `bytes.count`.
-    public func write(_ record: CaptureRecord, _ bytes: UnsafeRawBufferPointer) {
+    /// Throws when the stream has failed (`ferror`), with the errno of the
+    /// failed write (a full disk is `ENOSPC`).
+    public func write(_ record: CaptureRecord, _ bytes: UnsafeRawBufferPointer) throws(CaptureError) {
         var header = pcap_pkthdr()
         header.ts.tv_sec = .init(record.seconds)
         header.ts.tv_usec = .init(precision == .nano ? record.nanoseconds : record.microseconds)
@@ -239,17 +262,34 @@ public final class CaptureWriter {
         header.len = UInt32(truncatingIfNeeded: record.originalLength)
         // libpcap's design: pcap_dump takes the dumper disguised as u_char *.
         let user = UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self)
+        errno = 0
         lib.dump(user, &header, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        if let file, ferror(file) != 0 {
+            throw CaptureError.writing(path, errno: errno, fallback: "write error")
+        }
     }
 
-    /// Flushes and closes the file (`pcap_dump_flush`, `pcap_dump_close`); throws
-    /// when the data could not be written (a full disk, say).
+    /// Flushes and closes the file (`pcap_dump_flush`, then `fclose`); throws
+    /// when the data could not be written (a full disk, say), naming the cause.
+    ///
+    /// `pcap_dump_close` is `fclose` with its result dropped, so the stream is
+    /// closed here directly and the result checked.
     public func close() throws(CaptureError) {
         guard !closed else { return }
         closed = true
+        errno = 0
         let flushed = lib.dumpFlush(dumper)
-        let failed = flushed != 0 || lib.dumpFile(dumper).map { ferror($0) != 0 } ?? false
-        lib.dumpClose(dumper)
-        if failed { throw CaptureError(.write, path: path, message: "write failed") }
+        var code = errno
+        var failed = flushed != 0 || file.map { ferror($0) != 0 } ?? false
+        if let file {
+            errno = 0
+            if fclose(file) != 0 && !failed {
+                failed = true
+                code = errno
+            }
+        } else {
+            lib.dumpClose(dumper)
+        }
+        if failed { throw CaptureError.writing(path, errno: code, fallback: "write error") }
     }
 }

@@ -127,10 +127,6 @@ struct PolicyToolsTests {
 
     @Test(arguments: [
         (
-            ["explain", "46"],
-            "qosmap: error: missing --hop; give one or more hops: [LABEL=]TRUST[@IN-DOMAIN][:WRITE,...[@OUT-DOMAIN]]\n"
-        ),
-        (
             ["explain", "46", "--hop", "tos@edge"],
             "qosmap: error: invalid hop 'tos@edge': unknown trusted field 'tos'; allowed: dscp, ip-precedence (prec), 8021p (pcp, dot1p), exp (mpls-exp)\n"
         ),
@@ -403,4 +399,44 @@ func qosmapInProcessShow(_ args: [String]) -> (status: Int32, out: String, err: 
     let strip = { (s: String) in s.replacingOccurrences(of: packageRoot + "/", with: "") }
     guard let r = try? qosmap(args) else { return (-1, "", "qosmap did not run") }
     return (r.status, strip(r.out), strip(r.err))
+}
+
+/// Issue 25 item 2: `explain VALUE` with no --hop and no --config traces one
+/// hop that trusts DSCP in the default domain (or --domain) and writes it
+/// back, as `lookup` does; the help's first example shows it.
+@Suite("qosmap explain: the default hop")
+struct ExplainDefaultHopTests {
+    @Test(arguments: [
+        (["explain", "46"], ["explain", "46", "--hop", "dscp@default:dscp@default"]),
+        (["explain", "AF11", "--json"], ["explain", "AF11", "--json", "--hop", "dscp:dscp"]),
+        (["explain", "46", "--domain", "edge"], ["explain", "46", "--hop", "dscp@edge:dscp@edge"]),
+        (["explain", "--all", "--domain", "5p3d"], ["explain", "--all", "--hop", "dscp@5p3d:dscp"]),
+    ])
+    func noHopIsOneDSCPHop(args: [String], same: [String]) throws {
+        let r = policyRun(args + withPolicyTables)
+        #expect(r.status == 0, "\(r.err)")
+        let expected = policyRun(same + withPolicyTables)
+        #expect(expected.status == 0, "\(expected.err)")
+        #expect(r.out == expected.out)
+        let name = args.contains("edge") ? "edge" : args.contains("5p3d") ? "5p3d" : "default"
+        #expect(r.out.contains(args.contains("--json") ? "\"\(name)\"" : "in \(name)"), "\(r.out)")
+    }
+
+    @Test func domainAppliesOnlyWithoutHops() {
+        let r = policyRun(["explain", "46", "--domain", "edge", "--hop", "dscp"] + withPolicyTables)
+        #expect(r.status == 64)
+        #expect(
+            r.err
+                == "qosmap: error: --domain applies only without --hop and --config (a hop names its domains: dscp@DOMAIN)\n"
+        )
+    }
+
+    @Test func helpShowsTheDefaultFirst() throws {
+        let help = QoSMapCommand.Explain.helpMessage()
+        let examples = try #require(help.range(of: "Examples:"))
+        let first = help[examples.upperBound...].split(separator: "\n").first {
+            !$0.allSatisfy(\.isWhitespace)
+        }
+        #expect(first?.trimmingCharacters(in: .whitespaces) == "qosmap explain 46")
+    }
 }

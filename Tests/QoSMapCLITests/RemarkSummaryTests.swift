@@ -65,8 +65,8 @@ final class RemarkSummaryTests {
         #expect(unknown.out.contains("no field to write 0, unsupported link type 6,"), "\(unknown.out)")
     }
 
-    /// A stray byte after the last record, or a record cut short: every complete
-    /// record is written, then the truncation is reported (exit 65).
+    /// A stray byte after the last record, or a record cut short: exit 65 and
+    /// nothing written (issue 25); --keep-partial writes every complete record.
     @Test(arguments: [1, -3])
     func item13_aCutOffCaptureKeepsTheCompleteRecords(cut: Int) throws {
         let frames = RemarkFixture.frames.map(\.bytes)
@@ -79,12 +79,15 @@ final class RemarkSummaryTests {
         let complete = cut > 0 ? frames.count : frames.count - 1
         let result = try run(pcap, [])
         #expect(result.status == 65)
-        #expect(result.written.count == complete)
-        #expect(result.written.first?[15] == 1, "the first frame is remarked (LE to DF, ECN kept)")
+        #expect(result.written.isEmpty)
         #expect(
             result.err.contains(
-                "capture is cut off after \(complete) complete packets (all written): truncated dump file"),
+                "capture is cut off after \(complete) complete packets: truncated dump file"),
             "\(result.err)")
+        let kept = try run(pcap, ["--keep-partial"])
+        #expect(kept.status == 0, "\(kept.err)")
+        #expect(kept.written.count == complete)
+        #expect(kept.written.first?[15] == 1, "the first frame is remarked (LE to DF, ECN kept)")
     }
 
     /// A `tcpdump -s 96` capture: a TCP/IPv4 and an IPv6 packet cut after their
