@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import QoSMapCore
 import QoSMapTables
+import QoSMapVersion
 
 /// The `qosmap` command: query, show and validate QoS priority-mapping tables.
 public struct QoSMapCommand: ParsableCommand {
@@ -28,7 +29,7 @@ public struct QoSMapCommand: ParsableCommand {
             64 a bad command-line token; 65 bad data (table files, captures);
             69 libpcap could not be loaded (remark).
             """,
-        version: "0.1.0",
+        version: QoSMapVersion.current,
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
             Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Prometheus
 import QoSMapDaemon
+import QoSMapVersion
 import ServiceLifecycle
 
 /// `qosmapd [--config FILE]`: the nfqueue QoS remarking daemon.
@@ -17,7 +18,8 @@ struct QoSMapD: AsyncParsableCommand {
             Without --config the embedded default is used (print it with --print-default-config). \
             SIGHUP reloads config and tables; SIGTERM unbinds and exits. Counters: \
             curl -s http://127.0.0.1:PORT/metrics
-            """)
+            """,
+        version: QoSMapVersion.current)
 
     @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"))
     var config: String?
