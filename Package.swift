@@ -76,14 +76,13 @@ let package = Package(
             name: "QoSMapCLI",
             dependencies: [
                 "QoSMapCore", "QoSMapTables", "QoSMapPacket", "QoSMapCapture", "QoSMapDevices",
-                "QoSMapVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // Yams: the nodes YAMLContext walks, to read a qosmapd config for
                 // `export nft --config` (QoSMapDaemon links libmnl, which has no
                 // static archive, and qosmap is built static).
                 .product(name: "Yams", package: "Yams"),
             ]),
-        .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
+        .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI", "QoSMapVersion"]),
         .target(
             name: "QoSMapDaemon",
             dependencies: [

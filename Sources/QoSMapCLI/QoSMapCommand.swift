@@ -2,11 +2,16 @@ import ArgumentParser
 import Foundation
 import QoSMapCore
 import QoSMapTables
-import QoSMapVersion
 
 /// The `qosmap` command: query, show and validate QoS priority-mapping tables.
 public struct QoSMapCommand: ParsableCommand {
-    /// The command's name, abstract and subcommands.
+    /// What `--version` prints. The `qosmap` executable sets it from
+    /// `QoSMapVersion` before anything reads `configuration`, so that a new
+    /// version recompiles the executable's main file, not this module.
+    nonisolated(unsafe) public static var version = "unknown"
+
+    /// The command's name, abstract and subcommands; read first after `main`
+    /// has set `version`.
     public static let configuration = CommandConfiguration(
         commandName: "qosmap",
         abstract:
@@ -29,7 +34,7 @@ public struct QoSMapCommand: ParsableCommand {
             64 a bad command-line token; 65 bad data (table files, captures);
             69 libpcap could not be loaded (remark).
             """,
-        version: QoSMapVersion.current,
+        version: version,
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
             Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,
