@@ -39,6 +39,11 @@ let package = Package(
             plugins: ["EmbedTables"]),
         .executableTarget(name: "qosmap-embed-tables", dependencies: ["QoSMapCore", "QoSMapTableFormat"]),
         .plugin(name: "EmbedTables", capability: .buildTool(), dependencies: ["qosmap-embed-tables"]),
+        // Layer 1: the version, from debian/changelog's first entry at build time
+        // (one source for --version and the Debian package).
+        .target(name: "QoSMapVersion", plugins: ["EmbedVersion"]),
+        .executableTarget(name: "qosmap-embed-version"),
+        .plugin(name: "EmbedVersion", capability: .buildTool(), dependencies: ["qosmap-embed-version"]),
         // Layer 1: device configuration formats (SONiC, Junos, IOS-XR, Linux):
         // domains to text and back; pure Swift with Foundation's JSON.
         .target(name: "QoSMapDevices", dependencies: ["QoSMapCore", "QoSMapTableFormat"]),
@@ -79,7 +84,7 @@ let package = Package(
                 // static archive, and qosmap is built static).
                 "QoSMapYAML",
             ]),
-        .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI"]),
+        .executableTarget(name: "qosmap", dependencies: ["QoSMapCLI", "QoSMapVersion"]),
         .target(
             name: "QoSMapDaemon",
             dependencies: [
@@ -101,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "qosmapd",
             dependencies: [
-                "QoSMapDaemon",
+                "QoSMapDaemon", "QoSMapVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

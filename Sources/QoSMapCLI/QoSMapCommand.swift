@@ -13,7 +13,13 @@ import QoSMapTables
 
 /// The `qosmap` command: query, show and validate QoS priority-mapping tables.
 public struct QoSMapCommand: ParsableCommand {
-    /// The command's name, abstract and subcommands.
+    /// What `--version` prints. The `qosmap` executable sets it from
+    /// `QoSMapVersion` before anything reads `configuration`, so that a new
+    /// version recompiles the executable's main file, not this module.
+    nonisolated(unsafe) public static var version = "unknown"
+
+    /// The command's name, abstract and subcommands; read first after `main`
+    /// has set `version`.
     public static let configuration = CommandConfiguration(
         commandName: "qosmap",
         abstract:
@@ -38,7 +44,7 @@ public struct QoSMapCommand: ParsableCommand {
             written (OUT, -o, standard output; the line names the file and the
             cause, such as "No space left on device"; an old OUT is kept).
             """,
-        version: "0.1.0",
+        version: version,
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
             Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,

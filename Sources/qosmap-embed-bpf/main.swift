@@ -50,7 +50,11 @@ let text = """
 
     """
 do {
-    try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+    // An unchanged file is not rewritten, so the build does not recompile
+    // QoSMapDaemon when only this tool was relinked.
+    if (try? Data(contentsOf: URL(fileURLWithPath: output))) != Data(text.utf8) {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+    }
 } catch {
     FileHandle.standardError.write(Data("qosmap-embed-bpf: cannot write \(output): \(error)\n".utf8))
     exit(1)

@@ -130,5 +130,9 @@ for d in domains {
     source += "            outbound: [\(outs.joined(separator: ", "))]),\n"
 }
 source += "    ]\n}\n"
-// Written to a temporary file and renamed, so a failed run leaves no partial output.
-try source.write(toFile: output, atomically: true, encoding: .utf8)
+// Written to a temporary file and renamed, so a failed run leaves no partial
+// output; an unchanged file is not rewritten, so the build does not recompile
+// QoSMapTables and its users when only this tool was relinked.
+if (try? String(contentsOfFile: output, encoding: .utf8)) != source {
+    try source.write(toFile: output, atomically: true, encoding: .utf8)
+}

@@ -1,3 +1,5 @@
 import QoSMapCLI
+import QoSMapVersion
 
+QoSMapCommand.version = QoSMapVersion.current
 QoSMapCommand.run()

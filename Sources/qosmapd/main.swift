@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import Prometheus
 import QoSMapDaemon
+import QoSMapVersion
 import ServiceLifecycle
 
 #if canImport(FoundationEssentials)
@@ -25,7 +26,8 @@ struct QoSMapD: AsyncParsableCommand {
             Without --config the embedded default is used (print it with --print-default-config). \
             SIGHUP reloads config and tables; SIGTERM unbinds and exits. Counters: \
             curl -s http://127.0.0.1:PORT/metrics
-            """)
+            """,
+        version: QoSMapVersion.current)
 
     @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"))
     var config: String?

@@ -147,4 +147,17 @@ struct CLITests {
         #expect(result.status == 0)
         #expect(!result.out.isEmpty)
     }
+
+    /// `--version` prints the version of debian/changelog's first entry, the
+    /// one the Debian package gets (tools/package).
+    @Test func versionIsTheChangelogs() throws {
+        let changelog = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../debian/changelog")
+        let first = try String(contentsOf: changelog, encoding: .utf8).prefix { $0 != "\n" }
+        let version = first.drop { $0 != "(" }.dropFirst().prefix { $0 != ")" }
+        #expect(!version.isEmpty)
+        let result = try qosmap(["--version"])
+        #expect(result.status == 0)
+        #expect(result.out == "\(version)\n")
+    }
 }
