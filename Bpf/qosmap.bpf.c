@@ -540,24 +540,27 @@ __noinline int qm_rule(struct __sk_buff *skb, struct qm_fields *fp, __u32 where,
     if (fp) f = *fp;
     else if (!qm_parse(skb, off, v6, &f)) return 0;
     __u32 r = qm_classify(c, slot, v6, &f, ingress);
-    if (r == 0 && !c->track) return 0;
+    // No connection table to read or write: no rule keeps its connection,
+    // or the matched rule does not (`connection: false`).
+    if (!c->track) return r;
+    if (r) {
+        __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+        struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
+        if (!rule || !rule->connection) return r;
+    }
     __u32 w[10];
     __u32 k = qm_flow_key(&f, v6, w);
     struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &k);
     if (!e) return r;
     __u32 epoch = c->epoch & 0xffff;
     if (r) {
-        __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-        struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
-        if (c->track && rule && rule->connection) {
-            __u32 tag = r | epoch << 16;
-            if (e->tag != tag || !qm_same_key(e, w)) {
-                // Not atomic: two CPUs writing one slot at once for two flows
-                // may leave a mixed key, which matches no packet of either.
+        __u32 tag = r | epoch << 16;
+        if (e->tag != tag || !qm_same_key(e, w)) {
+            // Not atomic: two CPUs writing one slot at once for two flows
+            // may leave a mixed key, which matches no packet of either.
 #pragma unroll
-                for (int i = 0; i < 10; i++) e->w[i] = w[i];
-                e->tag = tag;
-            }
+            for (int i = 0; i < 10; i++) e->w[i] = w[i];
+            e->tag = tag;
         }
         return r;
     }

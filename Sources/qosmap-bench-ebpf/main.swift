@@ -42,9 +42,12 @@ for i in 0..<1000 {
     cidrRules +=
         "    - {name: net\(i), match: {destination: [198.18.\(i / 4).\((i % 4) * 64)/26, fd00:\(String(i, radix: 16))::/64]}, set: {class: AF\(1 + i % 4), color: yellow}}\n"
 }
+/// The same rules, none keeping its connection (no connection table).
+let oneWayRules = portRules.replacingOccurrences(of: "}, set:", with: "}, connection: false, set:")
 let configs: [(String, String)] = [
     ("no rules", head),
     ("100 port rules", head + "classify:\n  rules:\n" + portRules),
+    ("100 port rules, connection: false", head + "classify:\n  rules:\n" + oneWayRules),
     ("1,000 CIDR + 100 port rules", head + "classify:\n  rules:\n" + cidrRules + portRules),
 ]
 
