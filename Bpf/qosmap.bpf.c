@@ -315,6 +315,9 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             have = 24;
         } else {
             if (bpf_skb_load_bytes(skb, off, b, 20) < 0) return 0;
+            // Written on every path, as the verifier wants without CAP_PERFMON
+            // (it does not tie `have` to the load that set it).
+            __builtin_memset(b + 20, 0, 4);
             have = 20;
         }
         if ((b[0] & 0x0f) < 5) return 0;
@@ -333,6 +336,7 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             have = 44;
         } else {
             if (bpf_skb_load_bytes(skb, off, b, 40) < 0) return 0;
+            __builtin_memset(b + 40, 0, 4);  // as for IPv4
             have = 40;
         }
 #pragma unroll
@@ -369,7 +373,9 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
     }
     f->has_proto = 1;
     if (!later && qm_has_ports(f->proto) && l4 + 4 <= len) {
-        __u8 p[4];
+        // Initialised: without CAP_PERFMON the verifier refuses a read of
+        // stack it cannot prove written on every path.
+        __u8 p[4] = {0};
         if (l4 + 4 <= have) {
             // l4 is 20 (IPv4) or 40 (IPv6) here.
             if (v6) __builtin_memcpy(p, b + 40, 4);
@@ -384,10 +390,25 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
     return 1;
 }
 
+// An empty asm that takes and returns `p`: clang cannot merge two calls with
+// different inputs (an inline asm operand never becomes a phi), so each branch
+// keeps its own constant offset into the packet.
+static __always_inline const __u8 *qm_l4_pin(const __u8 *p) {
+    asm volatile("" : "+r"(p));
+    return p;
+}
+
+// `x`, which clang can no longer fold (the verifier still knows it).
+static __always_inline __u32 qm_launder(__u32 x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
 // The common case of qm_parse, read in place by mark_ip's inlined copies
 // (`off` a constant there): an IPv4 header without options or an IPv6
 // header whose next header is not an extension header, with the ports in
 // the linear data. 1 when it filled `f`, 0 to leave it to qm_parse.
+
 static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off, int v6, struct qm_fields *f) {
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
@@ -403,8 +424,12 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
         f->d[3] = qm_be32(h + 16);
         f->proto = p;
         f->dscp = h[1] >> 2;
-        f->sp = (__u16)(h[20] << 8 | h[21]);
-        f->dp = (__u16)(h[22] << 8 | h[23]);
+        // The transport header's offset stays in this branch (qm_l4_pin):
+        // merged with the IPv6 branch, clang adds a per-path register to the
+        // packet pointer, which the verifier refuses without CAP_PERFMON.
+        const __u8 *l4 = qm_l4_pin(h + 20);
+        f->sp = (__u16)(l4[0] << 8 | l4[1]);
+        f->dp = (__u16)(l4[2] << 8 | l4[3]);
     } else {
         if ((void *)(h + 44) > end) return 0;
         __u8 p = h[6];
@@ -416,8 +441,9 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
         }
         f->proto = p;
         f->dscp = (__u8)((h[0] << 4) | (h[1] >> 4)) >> 2;
-        f->sp = (__u16)(h[40] << 8 | h[41]);
-        f->dp = (__u16)(h[42] << 8 | h[43]);
+        const __u8 *l4 = qm_l4_pin(h + 40);
+        f->sp = (__u16)(l4[0] << 8 | l4[1]);
+        f->dp = (__u16)(l4[2] << 8 | l4[3]);
     }
     f->has_proto = 1;
     f->has_ports = 1;
@@ -531,8 +557,9 @@ static __always_inline int qm_same_key(struct qm_flow *e, const __u32 *w) {
 // mark_ip's inlined copies.
 // `fp`: the fields when mark_ip read them in place, else NULL (parsed here).
 // `where`: off | v6 << 16; `who`: slot | ingress class << 1 (five arguments at most).
+// No `!skb` test: the verifier passes a global function's context argument
+// as the program's (never NULL), and without CAP_PERFMON refuses comparing it.
 __noinline int qm_rule(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
-    if (!skb) return 0;
     __u32 off = where & 0xffff, v6 = where >> 16, slot = who & 1, ingress = who >> 1;
     struct qm_fconf *c = bpf_map_lookup_elem(&qm_fconf, &slot);
     if (!c) return 0;
@@ -612,7 +639,10 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u32 g = *gen;
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
-    __u32 in = 0, out = 0;
+    // in is 0 without an ingress interface, but a 0 the verifier cannot
+    // see (qm_launder(g) - g): rule->cell[in] below moves a map-value pointer
+    // by in, which without CAP_PERFMON must be a non-constant on every path.
+    __u32 in = qm_launder(g) - g, out = 0;
     if (in_if) {
         struct qm_policy *p = policy(&qm_ingress, &qm_ingress_hash, in_if);
         if (p) in = p->slot[slot];  // the flow rules' ingress class in the high half
