@@ -231,9 +231,9 @@ public final class CaptureWriter {
         else {
             throw CaptureError(.write, path: path, message: "cannot create a pcap handle")
         }
-        errno = 0
+        lib.errno = 0
         guard let dumper = lib.dumpOpen(d, path) else {
-            let code = errno
+            let code = lib.errno
             let message = lib.geterr(d).map { String(cString: $0) } ?? "cannot create the file"
             lib.close(d)
             throw CaptureError.writing(path, errno: code, fallback: message)
@@ -262,10 +262,10 @@ public final class CaptureWriter {
         header.len = UInt32(truncatingIfNeeded: record.originalLength)
         // libpcap's design: pcap_dump takes the dumper disguised as u_char *.
         let user = UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self)
-        errno = 0
+        lib.errno = 0
         lib.dump(user, &header, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
-        if let file, ferror(file) != 0 {
-            throw CaptureError.writing(path, errno: errno, fallback: "write error")
+        if let file, lib.ferror(file) != 0 {
+            throw CaptureError.writing(path, errno: lib.errno, fallback: "write error")
         }
     }
 
@@ -277,15 +277,15 @@ public final class CaptureWriter {
     public func close() throws(CaptureError) {
         guard !closed else { return }
         closed = true
-        errno = 0
+        lib.errno = 0
         let flushed = lib.dumpFlush(dumper)
-        var code = errno
-        var failed = flushed != 0 || file.map { ferror($0) != 0 } ?? false
+        var code = lib.errno
+        var failed = flushed != 0 || file.map { lib.ferror($0) != 0 } ?? false
         if let file {
-            errno = 0
-            if fclose(file) != 0 && !failed {
+            lib.errno = 0
+            if lib.fclose(file) != 0 && !failed {
                 failed = true
-                code = errno
+                code = lib.errno
             }
         } else {
             lib.dumpClose(dumper)

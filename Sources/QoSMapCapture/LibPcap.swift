@@ -34,6 +34,8 @@ struct LibPcap: @unchecked Sendable {
             UnsafeMutablePointer<UInt8>?, UnsafePointer<pcap_pkthdr>?, UnsafePointer<UInt8>?
         ) -> Void
     typealias DumpFile = @convention(c) (OpaquePointer?) -> UnsafeMutablePointer<FILE>?
+    typealias FileOp = @convention(c) (UnsafeMutablePointer<FILE>?) -> Int32
+    typealias ErrnoLocation = @convention(c) () -> UnsafeMutablePointer<Int32>?
 
     /// `pcap_open_offline_with_tstamp_precision` (libpcap 1.5)
     let openOffline: OpenOffline
@@ -61,6 +63,22 @@ struct LibPcap: @unchecked Sendable {
     let dumpClose: Close
     /// `pcap_dump_file`
     let dumpFile: DumpFile
+    /// `ferror`, `fclose` and `__errno_location` of the C library libpcap
+    /// uses. In the static `qosmap` that is a second C library, loaded with
+    /// libpcap: its streams and its errno are not the ones the executable's
+    /// own `ferror`, `fclose` and `errno` see (closing its `FILE` with the
+    /// executable's `fclose` corrupts the heap).
+    let ferror: FileOp
+    /// `fclose`, as ``ferror``.
+    let fclose: FileOp
+    /// `__errno_location`, as ``ferror``.
+    let errnoLocation: ErrnoLocation
+
+    /// libpcap's C library's `errno` (see ``ferror``).
+    var errno: Int32 {
+        get { errnoLocation()?.pointee ?? 0 }
+        nonmutating set { errnoLocation()?.pointee = newValue }
+    }
 
     /// The sonames tried, Debian's runtime package (libpcap0.8) first.
     static let sonames = ["libpcap.so.0.8", "libpcap.so.1", "libpcap.so"]
@@ -107,11 +125,12 @@ struct LibPcap: @unchecked Sendable {
             symbol("pcap_geterr", as: GetErr.self), symbol("pcap_next_ex", as: NextEx.self),
             symbol("pcap_dump_open", as: DumpOpen.self), symbol("pcap_dump", as: Dump.self),
             symbol("pcap_dump_flush", as: IntOf.self), symbol("pcap_dump_close", as: Close.self),
-            symbol("pcap_dump_file", as: DumpFile.self)
+            symbol("pcap_dump_file", as: DumpFile.self), symbol("ferror", as: FileOp.self),
+            symbol("fclose", as: FileOp.self), symbol("__errno_location", as: ErrnoLocation.self)
         )
         guard let a = lib.0, let b = lib.1, let c = lib.2, let d = lib.3, let e = lib.4, let f = lib.5,
             let g = lib.6, let h = lib.7, let i = lib.8, let j = lib.9, let k = lib.10, let l = lib.11,
-            let m = lib.12
+            let m = lib.12, let n = lib.13, let o = lib.14, let q = lib.15
         else {
             return .failure(
                 CaptureError(
@@ -122,6 +141,7 @@ struct LibPcap: @unchecked Sendable {
         return .success(
             LibPcap(
                 openOffline: a, openDead: b, close: c, datalink: d, snapshot: e, datalinkName: f, geterr: g,
-                nextEx: h, dumpOpen: i, dump: j, dumpFlush: k, dumpClose: l, dumpFile: m))
+                nextEx: h, dumpOpen: i, dump: j, dumpFlush: k, dumpClose: l, dumpFile: m, ferror: n,
+                fclose: o, errnoLocation: q))
     }
 }
