@@ -428,6 +428,20 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
     return 1;
 }
 
+// `x`, which clang can no longer fold (the verifier still knows it).
+static __always_inline __u32 qm_launder(__u32 x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+// `x` as an opaque 64-bit value: clang then spills it with a 64-bit store.
+// A 32-bit store into a stack slot that held a spilled pointer is refused
+// without CAP_PERFMON ("attempt to corrupt spilled pointer on stack").
+static __always_inline __u64 qm_wide(__u64 x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
 static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
     return t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)];
 }
@@ -437,7 +451,7 @@ static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
 // verifier cannot know, so it does not walk each of the 4,096 outcomes.
-static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 a) {
+static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
@@ -447,10 +461,10 @@ static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 a) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
         if (t->start[mid] <= a) lo = mid;
     }
-    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+    return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
+static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     __u32 k = slot * 2 + field;
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
@@ -462,7 +476,19 @@ static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
         __u64 sh = t->hi[mid];
         if (sh < ah || (sh == ah && t->lo[mid] <= al)) lo = mid;
     }
-    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+    return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
+}
+
+// The classes of the packet's source and destination (source | destination
+// << 16); a field whose count is 1 has its class in the config.
+__noinline int qm_addrs6(struct qm_fields *f, __u32 slot) {
+    if (!f) return 0;
+    __u32 k = slot & 1;
+    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &k);
+    if (!t) return 0;
+    __u32 s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6(k, 0, f->s);
+    __u32 d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6(k, 1, f->d);
+    return s | d << 16;
 }
 
 // FlowClassifier.classify: rule + 1, or 0. Every table but the addresses'
@@ -476,10 +502,19 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     // its class is in the config: no lookup, no search.
     __u32 s, d;
     const int fs = v6 ? 2 : 0;
-    if (t->c.n[fs] <= 1) s = t->c.addr0[fs];
-    else s = v6 ? qm_addr6(slot, 0, f->s) : qm_addr4(slot, 0, f->s[3]);
-    if (t->c.n[fs + 1] <= 1) d = t->c.addr0[fs + 1];
-    else d = v6 ? qm_addr6(slot, 1, f->d) : qm_addr4(slot, 1, f->d[3]);
+    if (t->c.n[fs] <= 1 && t->c.n[fs + 1] <= 1) {
+        s = t->c.addr0[fs];
+        d = t->c.addr0[fs + 1];
+    } else if (!v6) {
+        s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
+        d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
+    } else {
+        // The IPv6 searches in a global function, verified once: inlined, their
+        // branches (three a step) multiply the verifier's paths beyond its limit.
+        __u32 sd = qm_addrs6(f, slot);
+        s = sd & 0xffff;
+        d = sd >> 16;
+    }
     __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
     __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
     return qm_cross(t, 5, qm_cross(t, 4, po, ar), qm_cross(t, 2, s, d));
@@ -565,13 +600,13 @@ __noinline int qm_parse_slow(struct __sk_buff *skb, struct qm_fields *f, __u32 w
 // connection when the rule says so), else the rule its connection matched;
 // its counters (packets, and `bytes` of IP packet) counted. Returns 0 for no
 // rule, else rule + 1 | the rule's class x color cell for ingress policy
-// `in` << 16. A global function, verified once.
-// `who`: slot | in << 2 | ingress class << 8. One copy per family (qm_rule4,
-// qm_rule6): with `v6` a constant, no pointer moves by a family-dependent
-// offset, which the verifier refuses without CAP_PERFMON when it is a
-// constant on one path and not on another.
+// `in` << 16. `who`: slot | in << 2 | ingress class << 8. Inlined in
+// mark_ip's untagged copy, called (qm_rule4, qm_rule6) from the others.
+// One copy per family: with `v6` a constant, no pointer moves by a
+// family-dependent offset, which the verifier refuses without CAP_PERFMON
+// when it is a constant on one path and not on another.
 static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6) {
-    if (!f) return 0;
+    if (!f) return 0;  // (a global function's pointer argument may be NULL)
     __u32 slot = who & 1, in = (who >> 2) & (QM_MAX_IN - 1), ingress = who >> 8;
     struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
     if (!t) return 0;
@@ -630,8 +665,13 @@ struct vlan_hdr_qm {
 
 // Marks the IP packet whose header starts at `off` (a constant in each
 // inlined copy: without CAP_PERFMON the verifier refuses packet pointers
-// moved by a register, however bounded).
-static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto) {
+// moved by a register, however bounded). `inline_rules`: the flow-rule code
+// inlined (the untagged copy) rather than called (qm_rule4, qm_rule6: the
+// tagged copies). A BPF-to-BPF call cost about 10 ns a packet here
+// (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
+// goes through a return thunk), a third of the rules' budget; inlined in all
+// four copies, the program exceeds the verifier's 1M-instruction limit.
+static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules) {
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
     int v6;
@@ -666,7 +706,10 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u32 g = *gen;
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
-    __u32 in = 0, out = 0;
+    // in is 0 without an ingress interface, but a 0 the verifier cannot
+    // see (qm_launder(g) - g): a constant on one path and not on another
+    // would have the verifier walk the inlined rule code once for each.
+    __u32 in = qm_launder(g) - g, out = 0;
     if (in_if) {
         struct qm_policy *p = policy(&qm_ingress, &qm_ingress_hash, in_if);
         if (p) in = p->slot[slot];  // the flow rules' ingress class in the high half
@@ -689,7 +732,8 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
         }
         if (have) {
             __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
-            r = v6 ? qm_rule6(&f, who, bytes) : qm_rule4(&f, who, bytes);
+            if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
+            else r = v6 ? qm_rule6(&f, who, bytes) : qm_rule4(&f, who, bytes);
             if (r) index = index - dscp + QM_RULE_BASE + (r >> 16) % QM_CELLS;
         }
     }
@@ -747,17 +791,17 @@ int qosmap_egress(struct __sk_buff *skb) {
     __be16 proto = skb->protocol;
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
-    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto);
+    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto, 1);
     struct vlan_hdr_qm *v = data + ETH_HLEN;
     if ((void *)(v + 2) > end) {
         if ((void *)(v + 1) > end) return TC_ACT_OK;
         return v->proto == bpf_htons(ETH_P_8021Q) || v->proto == bpf_htons(ETH_P_8021AD)
                    ? TC_ACT_OK
-                   : mark_ip(skb, ETH_HLEN + 4, v->proto);
+                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0);
     }
     if (v[0].proto != bpf_htons(ETH_P_8021Q) && v[0].proto != bpf_htons(ETH_P_8021AD))
-        return mark_ip(skb, ETH_HLEN + 4, v[0].proto);
-    return mark_ip(skb, ETH_HLEN + 8, v[1].proto);
+        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0);
+    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0);
 }
 
 
