@@ -450,12 +450,15 @@ static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
 // `a`. The daemon pads the starts to QM_MAX_INTERVALS with all-ones (the
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
-// verifier cannot know, so it does not walk each of the 4,096 outcomes.
+// verifier cannot know, so it does not walk each of the 4,096 outcomes;
+// masked, so that it has the range of every later `lo` (its states then
+// match and prune: unmasked, the inlined search cost the verifier 280,000
+// more instructions).
 static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
-    __u32 lo = t->zero;
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
@@ -469,7 +472,7 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
-    __u32 lo = t->zero;
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
