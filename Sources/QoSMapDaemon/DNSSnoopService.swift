@@ -18,6 +18,8 @@ public final class DNSSnoopService: Service, Sendable {
     let logger: Logger
     let limits: DNSSnoopLimits
     let onReply: @Sendable (DNSObservedReply) -> Void
+    /// Runs first on the snooping thread (tests enter a network namespace there).
+    let threadSetup: (@Sendable () -> Void)?
     private let wanted: Mutex<[String]>
     private let published = Mutex(DNSSnoopCounters())
     private let open = Mutex<[String]>([])
@@ -32,10 +34,19 @@ public final class DNSSnoopService: Service, Sendable {
     /// A service snooping `interfaces`; `onReply` runs on the snooping thread
     /// and must not block for long (packets queue in the socket meanwhile, and
     /// the kernel drops them when its receive buffer is full).
-    public init(
+    public convenience init(
         interfaces: [String], limits: DNSSnoopLimits = DNSSnoopLimits(), logger: Logger,
         onReply: @escaping @Sendable (DNSObservedReply) -> Void
     ) {
+        self.init(interfaces: interfaces, limits: limits, logger: logger, threadSetup: nil, onReply: onReply)
+    }
+
+    /// A service whose thread runs `threadSetup` before opening anything.
+    init(
+        interfaces: [String], limits: DNSSnoopLimits, logger: Logger, threadSetup: (@Sendable () -> Void)?,
+        onReply: @escaping @Sendable (DNSObservedReply) -> Void
+    ) {
+        self.threadSetup = threadSetup
         self.logger = logger
         self.limits = limits
         self.onReply = onReply
@@ -59,6 +70,7 @@ public final class DNSSnoopService: Service, Sendable {
     /// waits for it to close its sockets.
     public func run() async throws {
         startThread(name: "qosmapd-dns") { [self] in
+            threadSetup?()
             snoop()
             let waiter = finished.withLock {
                 $0.done = true
