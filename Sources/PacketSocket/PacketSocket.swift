@@ -166,14 +166,16 @@ public struct SocketFilter: Sendable {
     /// port 53, as `SOCK_DGRAM` delivers them (the filter sees the packet from
     /// the network header; the EtherType comes from `skb->protocol`,
     /// `SKF_AD_PROTOCOL`). IPv4 fragments are refused (the snooper ignores
-    /// them); IPv6 packets with extension headers (hop-by-hop, routing,
-    /// destination options, AH) are all passed, as the filter does not walk
-    /// them: the snooper reads their ports.
+    /// them). IPv6: the ports after no or one hop-by-hop, routing or
+    /// destination options header are checked; packets with AH or a second
+    /// such header are passed for the snooper to walk.
     public static let dnsPort53: SocketFilter = {
         var a = Assembler()
         let ld = UInt16(BPF_LD), ldx = UInt16(BPF_LDX), jmp = UInt16(BPF_JMP), ret = UInt16(BPF_RET)
         let h = UInt16(BPF_H), b = UInt16(BPF_B), abs = UInt16(BPF_ABS), ind = UInt16(BPF_IND)
         let msh = UInt16(BPF_MSH), jeq = UInt16(BPF_JEQ), jset = UInt16(BPF_JSET), k = UInt16(BPF_K)
+        let alu = UInt16(BPF_ALU), add = UInt16(BPF_ADD), lsh = UInt16(BPF_LSH)
+        let misc = UInt16(BPF_MISC), tax = UInt16(BPF_TAX)
         a.op(ld | h | abs, UInt32(bitPattern: SKF_AD_OFF + SKF_AD_PROTOCOL))
         a.jump(jmp | jeq | k, 0x0800, true: "v4", false: nil)
         a.jump(jmp | jeq | k, 0x86DD, true: "v6", false: "reject")
@@ -193,12 +195,31 @@ public struct SocketFilter: Sendable {
         a.op(ld | b | abs, 6)
         a.jump(jmp | jeq | k, 17, true: "v6ports", false: nil)
         a.jump(jmp | jeq | k, 6, true: "v6ports", false: nil)
-        for next: UInt32 in [0, 43, 60, 51] { a.jump(jmp | jeq | k, next, true: "accept", false: nil) }
-        a.jump(jmp | jeq | k, 0xFFFF_FFFF, true: "reject", false: "reject")
+        for next: UInt32 in [0, 43, 60] { a.jump(jmp | jeq | k, next, true: "v6ext", false: nil) }
+        a.jump(jmp | jeq | k, 51, true: "accept", false: "reject")  // AH: the snooper walks it
         a.label("v6ports")
         a.op(ld | h | abs, 40)
         a.jump(jmp | jeq | k, 53, true: "accept", false: nil)
         a.op(ld | h | abs, 42)
+        a.jump(jmp | jeq | k, 53, true: "accept", false: "reject")
+        // One hop-by-hop, routing or destination options header (8 * (length + 1)
+        // bytes): the ports after it, so that MLD reports (hop-by-hop, then
+        // ICMPv6) stay out; a second extension header goes to the snooper.
+        a.label("v6ext")
+        a.op(ld | b | abs, 41)
+        a.op(alu | add | k, 1)
+        a.op(alu | lsh | k, 3)
+        a.op(alu | add | k, 40)
+        a.op(misc | tax, 0)
+        a.op(ld | b | abs, 40)
+        a.jump(jmp | jeq | k, 17, true: "v6xports", false: nil)
+        a.jump(jmp | jeq | k, 6, true: "v6xports", false: nil)
+        for next: UInt32 in [0, 43, 60] { a.jump(jmp | jeq | k, next, true: "accept", false: nil) }
+        a.jump(jmp | jeq | k, 51, true: "accept", false: "reject")
+        a.label("v6xports")
+        a.op(ld | h | ind, 0)
+        a.jump(jmp | jeq | k, 53, true: "accept", false: nil)
+        a.op(ld | h | ind, 2)
         a.jump(jmp | jeq | k, 53, true: "accept", false: "reject")
         a.label("accept")
         a.op(ret | k, acceptLength)
