@@ -116,6 +116,9 @@ struct QoSMapD: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: service), .init(service: server),
         ]
+        // dns: rules: learned addresses expire by a timer (started even with
+        // no dns rule yet, so that a reload can add some).
+        services.append(.init(service: DNSSweepService()))
         // rules: install (see RuleService): installed before the queues are
         // bound, so packets in the first milliseconds are bypassed and counted
         // as fail-open; the service is last so it shuts down (removing the
