@@ -261,7 +261,8 @@ public struct FlowPacket: Hashable, Sendable {
     /// Creates a packet description.
     public init(
         protocolNumber: UInt8?, source: IPAddress, destination: IPAddress, sourcePort: UInt16? = nil,
-        destinationPort: UInt16? = nil, ingress: String? = nil, dscp: UInt8 = 0, destinationNames: [DNSName] = []
+        destinationPort: UInt16? = nil, ingress: String? = nil, dscp: UInt8 = 0,
+        destinationNames: [DNSName] = []
     ) {
         self.protocolNumber = protocolNumber
         self.source = source

@@ -36,7 +36,8 @@ public final class DNSLearning: Sendable {
     /// Why `config` cannot run (a one-line message), nil when it can.
     public static func unsupported(_ config: DaemonConfig) -> String? {
         guard config.classify.hasDNSRules, config.datapath == .ebpf else { return nil }
-        return "classify: dns: rules need datapath: nfqueue (the ebpf datapath does not read learned addresses yet); allowed with ebpf: rules without dns:"
+        return
+            "classify: dns: rules need datapath: nfqueue (the ebpf datapath does not read learned addresses yet); allowed with ebpf: rules without dns:"
     }
 
     /// The seconds of `CLOCK_MONOTONIC`: expiry must not follow wall-clock steps.

@@ -54,6 +54,12 @@ public struct DNSMaskChange: Hashable, Sendable {
     public var address: IPAddress
     /// Its new mask (bit `i`: group `i`).
     public var mask: UInt16
+
+    /// A change.
+    public init(address: IPAddress, mask: UInt16) {
+        self.address = address
+        self.mask = mask
+    }
 }
 
 /// The learned addresses of every `dns:` group, bounded by `max-addresses`.
@@ -118,7 +124,8 @@ public struct DNSAddressStore: Sendable {
 
     /// Learns a parsed reply's addresses at time `now`; returns the mask changes.
     public mutating func learn(
-        _ reply: DNSReply, server: IPAddress? = nil, client: IPAddress? = nil, interface: String? = nil, now: Int64
+        _ reply: DNSReply, server: IPAddress? = nil, client: IPAddress? = nil, interface: String? = nil,
+        now: Int64
     ) -> [DNSMaskChange] {
         learn(
             names: [reply.question] + reply.chain, addresses: reply.addresses, server: server, client: client,
@@ -182,7 +189,9 @@ public struct DNSAddressStore: Sendable {
             touched.append(item.address)
         }
         var seen = Set<IPAddress>()
-        return touched.filter { seen.insert($0).inserted }.map { DNSMaskChange(address: $0, mask: mask(of: $0)) }
+        return touched.filter { seen.insert($0).inserted }.map {
+            DNSMaskChange(address: $0, mask: mask(of: $0))
+        }
     }
 
     /// The store for a new config: entries of groups still present are kept
@@ -228,7 +237,9 @@ public struct DNSAddressStore: Sendable {
     }
 
     private mutating func rebuildHeap() {
-        heap = entries.flatMap { a, list in list.map { HeapItem(expires: $0.expires, address: a, group: $0.group) } }
+        heap = entries.flatMap { a, list in
+            list.map { HeapItem(expires: $0.expires, address: a, group: $0.group) }
+        }
         heap.sort { $0.expires < $1.expires }  // a sorted array is a heap
     }
 

@@ -65,7 +65,9 @@ extension MarkingConfigReader {
                 let items: [Node] =
                     if case .sequence(let seq) = v, seq.isEmpty { [] } else { list(v, "rules") }
                 for item in items {
-                    guard let rule = rule(item, sets: sets, snoop: !result.dns.snoop.isEmpty) else { continue }
+                    guard let rule = rule(item, sets: sets, snoop: !result.dns.snoop.isEmpty) else {
+                        continue
+                    }
                     if let first = names[rule.name] {
                         let at = " (first at line \(first.mark.line), column \(first.mark.column))"
                         yaml.error(item, "duplicate rule name '\(rule.name)'\(at); allowed: unique names")

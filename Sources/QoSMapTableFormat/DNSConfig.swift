@@ -21,11 +21,13 @@ extension MarkingConfigReader {
                 for item in items {
                     guard let s = yaml.scalar(item, "an interface name") else { continue }
                     guard !s.isEmpty, s.utf8.count <= 15, !s.contains("/"), !s.contains(" ") else {
-                        yaml.error(item, "invalid interface name '\(s)'; allowed: 1-15 bytes without '/' or spaces")
+                        yaml.error(
+                            item, "invalid interface name '\(s)'; allowed: 1-15 bytes without '/' or spaces")
                         continue
                     }
                     if names.contains(s) {
-                        yaml.error(item, "duplicate interface '\(s)' in dns.snoop; allowed: each interface once")
+                        yaml.error(
+                            item, "duplicate interface '\(s)' in dns.snoop; allowed: each interface once")
                         continue
                     }
                     names.append(s)
@@ -56,7 +58,9 @@ extension MarkingConfigReader {
         var patterns: [DNSNamePattern] = []
         for item in list(node, "DNS name patterns") {
             guard let s = yaml.scalar(item, "a DNS name pattern") else { continue }
-            do { patterns.append(try DNSNamePattern(parsing: s)) } catch { yaml.error(item, error.description) }
+            do { patterns.append(try DNSNamePattern(parsing: s)) } catch {
+                yaml.error(item, error.description)
+            }
         }
         if !snoop {
             yaml.error(
