@@ -27,6 +27,8 @@ public final class DNSLearning: Sendable {
     }
     private let state = Mutex(State())
     let counters: DNSCounters
+    private let snoop = Mutex<(service: DNSSnoopService?, published: DNSSnoopCounters)>(
+        (nil, DNSSnoopCounters()))
 
     /// Creates an empty instance; counters go to `factory` (the bootstrapped backend by default).
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
@@ -80,6 +82,39 @@ public final class DNSLearning: Sendable {
         }
     }
 
+    /// Learns from a reply the snoop service matched to a query.
+    public func observe(_ r: DNSObservedReply) {
+        observe(r.reply, server: r.server, client: r.client, interface: r.interface)
+    }
+
+    /// The snoop service feeding this learner: its counters are published by
+    /// ``publishSnoopCounters()`` and its interfaces follow ``committed(_:logger:)``.
+    public func attach(_ service: DNSSnoopService) { snoop.withLock { $0.service = service } }
+
+    /// A reload committed `config`: the snoop service follows its `dns.snoop`
+    /// (qosmapd starts the service only when the first config has interfaces).
+    public func committed(_ config: DaemonConfig, logger: Logger) {
+        let wanted = config.classify.dns.snoop
+        let service = snoop.withLock { $0.service }
+        if let service {
+            if service.interfaces != wanted { service.setInterfaces(wanted) }
+        } else if !wanted.isEmpty {
+            logger.warning(
+                "classify.dns.snoop added by a reload; restart qosmapd to start DNS snooping",
+                metadata: ["interfaces": "\(wanted)"])
+        }
+    }
+
+    /// Adds what the snoop service counted since the last call to the metrics.
+    public func publishSnoopCounters() {
+        snoop.withLock { s in
+            guard let service = s.service else { return }
+            let now = service.counters
+            counters.publish(now, since: s.published)
+            s.published = now
+        }
+    }
+
     /// Expires entries due at `now`.
     public func sweep(now: Int64 = DNSLearning.now()) {
         state.withLock { s in
@@ -98,23 +133,58 @@ public final class DNSLearning: Sendable {
     public var store: DNSAddressStore { state.withLock { $0.store } }
 }
 
-/// The `qosmapd_dns_*` metrics the learner keeps (the snoop service keeps
-/// its own reply counters).
+/// The `qosmapd_dns_*` metrics: the learner's, and the snoop service's
+/// counters (``DNSSnoopCounters``) published as they grow.
 struct DNSCounters: Sendable {
     let learned: Counter
     let expired: Counter
     let evicted: Counter
     let addresses: Gauge
+    let frames: Counter
+    let queries: Counter
+    let parsed: Counter
+    let delivered: Counter
+    let unsolicited: Counter
+    let mismatched: Counter
+    let refused: [Counter]
+    let tcpStreamsDropped: Counter
 
     init(factory: any MetricsFactory) {
         learned = Counter(label: "qosmapd_dns_addresses_learned_total", factory: factory)
         expired = Counter(label: "qosmapd_dns_addresses_expired_total", factory: factory)
         evicted = Counter(label: "qosmapd_dns_addresses_evicted_total", factory: factory)
         addresses = Gauge(label: "qosmapd_dns_addresses", factory: factory)
+        frames = Counter(label: "qosmapd_dns_frames_total", factory: factory)
+        queries = Counter(label: "qosmapd_dns_queries_total", factory: factory)
+        parsed = Counter(label: "qosmapd_dns_replies_parsed_total", factory: factory)
+        delivered = Counter(label: "qosmapd_dns_replies_delivered_total", factory: factory)
+        unsolicited = Counter(label: "qosmapd_dns_replies_unsolicited_total", factory: factory)
+        mismatched = Counter(label: "qosmapd_dns_replies_mismatched_total", factory: factory)
+        refused = DNSReplyError.allCases.map {
+            Counter(
+                label: "qosmapd_dns_replies_refused_total", dimensions: [("reason", $0.description)],
+                factory: factory)
+        }
+        tcpStreamsDropped = Counter(label: "qosmapd_dns_tcp_streams_dropped_total", factory: factory)
+    }
+
+    func publish(_ now: DNSSnoopCounters, since last: DNSSnoopCounters) {
+        func add(_ c: Counter, _ a: UInt64, _ b: UInt64) { if a > b { c.increment(by: Int64(a - b)) } }
+        add(frames, now.frames, last.frames)
+        add(queries, now.queriesSeen, last.queriesSeen)
+        add(parsed, now.repliesParsed, last.repliesParsed)
+        add(delivered, now.repliesDelivered, last.repliesDelivered)
+        add(unsolicited, now.repliesUnsolicited, last.repliesUnsolicited)
+        add(mismatched, now.repliesMismatched, last.repliesMismatched)
+        add(tcpStreamsDropped, now.tcpStreamsDropped, last.tcpStreamsDropped)
+        for i in refused.indices where i < now.refused.count && i < last.refused.count {
+            add(refused[i], now.refused[i], last.refused[i])
+        }
     }
 }
 
-/// Expires learned addresses once a second (not per packet), until shutdown.
+/// Expires learned addresses once a second (not per packet), and publishes
+/// the snoop service's counters, until shutdown.
 public struct DNSSweepService: Service {
     let learning: DNSLearning
     let interval: Duration
@@ -129,6 +199,7 @@ public struct DNSSweepService: Service {
     public func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             learning.sweep()
+            learning.publishSnoopCounters()
             do { try await Task.sleep(for: interval) } catch { return }
         }
     }
