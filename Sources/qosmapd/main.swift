@@ -116,6 +116,18 @@ struct QoSMapD: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: service), .init(service: server),
         ]
+        // dns: rules: replies read on classify.dns.snoop (only when the
+        // config names interfaces), addresses expired by a timer (started
+        // even with no dns rule yet, so that a reload can add some).
+        let snoopInterfaces = snapshot.config.classify.dns.snoop
+        if !snoopInterfaces.isEmpty {
+            let snoop = DNSSnoopService(interfaces: snoopInterfaces, logger: logger) { reply in
+                DNSLearning.shared.observe(reply)
+            }
+            DNSLearning.shared.attach(snoop)
+            services.append(.init(service: snoop))
+        }
+        services.append(.init(service: DNSSweepService()))
         // rules: install (see RuleService): installed before the queues are
         // bound, so packets in the first milliseconds are bypassed and counted
         // as fail-open; the service is last so it shuts down (removing the
