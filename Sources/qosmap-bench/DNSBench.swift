@@ -1,6 +1,10 @@
 import QoSMapCore
 import QoSMapPacket
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 // `qosmap-bench dns [PAIRS]`: DNS learning throughput on one core. Each round
 // feeds the snooper a UDP query frame and then its reply frame (IPv4 and
 // IPv6 alternately; A, AAAA and a CNAME chain), so every reply is tracked,
@@ -116,4 +120,37 @@ func runDNSBenchmark(pairs: Int, rounds: Int) {
         "peer DNSReplyParser.parse (reply payload only): \(format2(bestParse)) ns/reply, \(Int(1e9 / bestParse)) replies/s"
     )
     print("ratio snooper/peer: \(format2(bestSnoop / bestParse))x")
+}
+
+/// Writes the benchmark's 4,096 frame pairs, `rounds` times over, to a pcap
+/// file (LINKTYPE_RAW) for the tshark peer of tools/bench/dns.
+func writeDNSPcap(_ path: String, rounds: Int) -> Bool {
+    guard let f = fopen(path, "wb") else { return false }
+    defer { fclose(f) }
+    func put32(_ v: UInt32, _ out: inout [UInt8]) { withUnsafeBytes(of: v.littleEndian) { out += $0 } }
+    var header: [UInt8] = []
+    put32(0xA1B2_C3D4, &header)
+    header += [2, 0, 4, 0]
+    put32(0, &header)
+    put32(0, &header)
+    put32(65535, &header)
+    put32(101, &header)  // LINKTYPE_RAW
+    var ok = fwrite(header, 1, header.count, f) == header.count
+    let set = dnsBenchPairs(4096)
+    var t: UInt32 = 0
+    for _ in 0..<rounds {
+        for p in set {
+            for frame in [p.query, p.reply] {
+                t &+= 1
+                var rec: [UInt8] = []
+                put32(1_700_000_000 + t / 1_000_000, &rec)
+                put32(t % 1_000_000, &rec)
+                put32(UInt32(frame.count), &rec)
+                put32(UInt32(frame.count), &rec)
+                rec += frame
+                ok = ok && fwrite(rec, 1, rec.count, f) == rec.count
+            }
+        }
+    }
+    return ok
 }
