@@ -224,7 +224,7 @@ public struct DNSSnooper {
         let q = Tuple(
             interface: t.interface, transport: t.transport, source: t.destination, destination: t.source,
             sourcePort: t.destinationPort, destinationPort: t.sourcePort)
-        guard let slot = find(q, id: id, now: now) else {
+        guard let slot = find(q, id: id, bucket: bucket(q, id), now: now) else {
             counters.repliesUnsolicited &+= 1
             return
         }
@@ -281,7 +281,8 @@ public struct DNSSnooper {
         let qtype = UInt16(m[i &+ 1]) << 8 | UInt16(m[i &+ 2])
         counters.queriesSeen &+= 1
         let slot: Int
-        if let s = find(t, id: id, now: now) {
+        let b = bucket(t, id)
+        if let s = find(t, id: id, bucket: b, now: now) {
             slot = s
         } else {
             slot = nextSlot
@@ -294,10 +295,9 @@ public struct DNSSnooper {
                 }
                 unlink(slot)
             }
-            let b = bucket(t, id)
             queries[slot] = QuerySlot(
                 tuple: t, id: id, questionType: qtype, nameLength: UInt16(nameLength), expires: 0,
-                live: true, next: buckets[b])
+                live: true, bucket: Int32(b), next: buckets[b])
             buckets[b] = Int32(slot)
         }
         queries[slot].expires = now &+ limits.queryTimeout
@@ -324,9 +324,9 @@ public struct DNSSnooper {
         return h.finalize() & (buckets.count &- 1)
     }
 
-    /// The live, unexpired slot for `t` and `id`.
-    private mutating func find(_ t: Tuple, id: UInt16, now: UInt64) -> Int? {
-        var s = buckets[bucket(t, id)]
+    /// The live, unexpired slot for `t` and `id` (whose bucket is `b`).
+    private mutating func find(_ t: Tuple, id: UInt16, bucket b: Int, now: UInt64) -> Int? {
+        var s = buckets[b]
         while s >= 0 {
             let i = Int(s)
             if queries[i].id == id, queries[i].tuple == t {
@@ -344,7 +344,7 @@ public struct DNSSnooper {
 
     /// Removes a live slot from its chain.
     private mutating func unlink(_ i: Int) {
-        let b = bucket(queries[i].tuple, queries[i].id)
+        let b = Int(queries[i].bucket)
         if buckets[b] == Int32(i) {
             buckets[b] = queries[i].next
         } else {
@@ -502,6 +502,8 @@ struct QuerySlot {
     var nameLength: UInt16 = 0
     var expires: UInt64 = 0
     var live = false
+    /// Its hash bucket (kept: unlinking need not hash again).
+    var bucket: Int32 = 0
     var next: Int32 = -1
 }
 
