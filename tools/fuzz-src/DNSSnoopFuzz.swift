@@ -37,6 +37,7 @@ func ipPacket(_ v6: Bool, _ src: IPAddress, _ dst: IPAddress, _ proto: UInt8, _ 
     return [0x60, 0, 0, 0] + be16(l4.count) + [proto, 64] + addressBytes(src) + addressBytes(dst) + l4
 }
 
+/// libFuzzer calls this with each input; a trap (precondition) is a finding.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var limits = DNSSnoopLimits()
