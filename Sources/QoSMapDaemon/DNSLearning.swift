@@ -66,7 +66,10 @@ public final class DNSLearning: Sendable {
             if let m = mirror.withLock({ $0 }) {
                 let now = s.store.masks
                 let kept = Set(now.map(\.address))
-                m(old.filter { !kept.contains($0.address) }.map { DNSMaskChange(address: $0.address, mask: 0) } + now)
+                m(
+                    old.filter { !kept.contains($0.address) }.map {
+                        DNSMaskChange(address: $0.address, mask: 0)
+                    } + now)
             }
             counters.evicted.increment(by: Int64(s.store.evicted &- before))
             let t = DNSMaskTable(capacity: rules.dns.maxAddresses)

@@ -422,13 +422,22 @@ public final class EBPFDatapath: Service, Sendable {
                         UInt32(truncatingIfNeeded: a.high >> 32), UInt32(truncatingIfNeeded: a.high),
                         UInt32(truncatingIfNeeded: a.low >> 32), UInt32(truncatingIfNeeded: a.low)
                     )
-                    if c.mask == 0 { try? maps.fdns6.delete(key) } else { try maps.fdns6.update(key, UInt32(c.mask)) }
+                    if c.mask == 0 {
+                        try? maps.fdns6.delete(key)
+                    } else {
+                        try maps.fdns6.update(key, UInt32(c.mask))
+                    }
                 } else {
                     let key = UInt32(truncatingIfNeeded: a.low)
-                    if c.mask == 0 { try? maps.fdns4.delete(key) } else { try maps.fdns4.update(key, UInt32(c.mask)) }
+                    if c.mask == 0 {
+                        try? maps.fdns4.delete(key)
+                    } else {
+                        try maps.fdns4.update(key, UInt32(c.mask))
+                    }
                 }
             } catch {
-                logger.error("cannot write a learned address", metadata: ["address": "\(a)", "error": "\(error)"])
+                logger.error(
+                    "cannot write a learned address", metadata: ["address": "\(a)", "error": "\(error)"])
             }
         }
     }

@@ -153,7 +153,9 @@ struct QoSMapD: AsyncParsableCommand {
 /// dns: rules: replies read on classify.dns.snoop (only when the config
 /// names interfaces), addresses expired by a timer (started even with no dns
 /// rule yet, so that a reload can add some).
-func dnsServices(_ snapshot: PolicySnapshot, _ logger: Logger) -> [ServiceGroupConfiguration.ServiceConfiguration] {
+func dnsServices(_ snapshot: PolicySnapshot, _ logger: Logger) -> [ServiceGroupConfiguration
+    .ServiceConfiguration]
+{
     var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
     let interfaces = snapshot.config.classify.dns.snoop
     if !interfaces.isEmpty {

@@ -45,15 +45,18 @@ struct EBPFDNSProgramTests {
         // Addresses the random packets use (EBPFFlowProgramTests.address).
         let r = DNSLearningTests.reply
         learning.observe(
-            try r("a.zoom.us", [], (0..<4).map { "198.18.1.\($0)" }, 100), server: nil, client: nil, interface: "in1")
+            try r("a.zoom.us", [], (0..<4).map { "198.18.1.\($0)" }, 100), server: nil, client: nil,
+            interface: "in1")
         learning.observe(
             try r("www.example.org", ["cdn.example.net"], (0..<8).map { "198.19.4.\($0)" }, 300), server: nil,
             client: nil, interface: "in1")
         learning.observe(
-            try r("b.zoom.us", ["edge.akamai.net"], (0..<4).map { "fd00:9::\($0)" }, 300), server: nil, client: nil,
+            try r("b.zoom.us", ["edge.akamai.net"], (0..<4).map { "fd00:9::\($0)" }, 300), server: nil,
+            client: nil,
             interface: "in1")
         learning.observe(
-            try r("teams.microsoft.com", [], ["fd00:3::1", "fd00:3::2", "198.18.2.5"], 100), server: nil, client: nil,
+            try r("teams.microsoft.com", [], ["fd00:3::1", "fd00:3::2", "198.18.2.5"], 100), server: nil,
+            client: nil,
             interface: "in1")
         // Both copies hold the same masks.
         let v4: UInt32 = 0xC612_0101
