@@ -292,6 +292,8 @@ public struct FlowClassifier: Sendable, Equatable {
             }
             return dnsNum.id(b)
         }
+        // The class-by-mask table shares the ebpf map with the cross tables.
+        if groups.count > 0 { total += dnsClass.count }
         let (adn, adNum) = try cross(adNum0, dnsNum)
         addressesDNS = adn
         let (ar, arNum) = try cross(ifNum, dscpNum)

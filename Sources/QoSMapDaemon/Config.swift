@@ -332,7 +332,6 @@ struct ConfigParser {
             } catch let e {
                 self.error(classifyNode ?? root, "classify: \(e.description)")
             }
-            if let why = DNSLearning.unsupported(config) { self.error(classifyNode ?? root, why) }
         }
         checkRules(config)
         return config

@@ -27,6 +27,7 @@ public final class DNSLearning: Sendable {
     }
     private let state = Mutex(State())
     let counters: DNSCounters
+    private let mirror = Mutex<(@Sendable ([DNSMaskChange]) -> Void)?>(nil)
     private let snoop = Mutex<(service: DNSSnoopService?, published: DNSSnoopCounters)>(
         (nil, DNSSnoopCounters()))
 
@@ -35,11 +36,13 @@ public final class DNSLearning: Sendable {
         counters = DNSCounters(factory: factory)
     }
 
-    /// Why `config` cannot run (a one-line message), nil when it can.
-    public static func unsupported(_ config: DaemonConfig) -> String? {
-        guard config.classify.hasDNSRules, config.datapath == .ebpf else { return nil }
-        return
-            "classify: dns: rules need datapath: nfqueue (the ebpf datapath does not read learned addresses yet); allowed with ebpf: rules without dns:"
+    /// A second copy of the masks to keep (the ebpf datapath's `qm_fdns4`/`qm_fdns6`):
+    /// `update` gets every mask now held, then every change (0: removed), in order.
+    public func setMirror(_ update: (@Sendable ([DNSMaskChange]) -> Void)?) {
+        state.withLock { s in
+            mirror.withLock { $0 = update }
+            update?(s.store.masks)
+        }
     }
 
     /// The seconds of `CLOCK_MONOTONIC`: expiry must not follow wall-clock steps.
@@ -57,7 +60,17 @@ public final class DNSLearning: Sendable {
         let groups = rules.dnsGroups
         return state.withLock { s in
             let before = s.store.evicted
+            let old = s.store.masks
             s.store = s.store.regrouped(groups, settings: rules.dns)
+            // The mirror: the new masks, and 0 for the addresses dropped.
+            if let m = mirror.withLock({ $0 }) {
+                let now = s.store.masks
+                let kept = Set(now.map(\.address))
+                m(
+                    old.filter { !kept.contains($0.address) }.map {
+                        DNSMaskChange(address: $0.address, mask: 0)
+                    } + now)
+            }
             counters.evicted.increment(by: Int64(s.store.evicted &- before))
             let t = DNSMaskTable(capacity: rules.dns.maxAddresses)
             for c in s.store.masks { t.set(c.address, mask: c.mask) }
@@ -126,6 +139,7 @@ public final class DNSLearning: Sendable {
 
     private func apply(_ changes: [DNSMaskChange], _ s: inout State) {
         if let t = s.table { for c in changes { t.set(c.address, mask: c.mask) } }
+        if !changes.isEmpty, let m = mirror.withLock({ $0 }) { m(changes) }
         counters.addresses.record(s.store.count)
     }
 

@@ -189,10 +189,6 @@ struct DNSLearningTests {
             "classify:\n  dns: {snoop: [in1], ttl: 5}\n",
             "t.yaml:2:23: unknown key 'ttl' in classify.dns; allowed: snoop, max-addresses, min-ttl, max-ttl"
         ),
-        (
-            "datapath: ebpf\nclassify:\n  dns: {snoop: [in1]}\n  rules:\n    - {name: a, match: {dns: [a.org]}, set: {class: EF}}\n",
-            "t.yaml:3:3: classify: dns: rules need datapath: nfqueue (the ebpf datapath does not read learned addresses yet); allowed with ebpf: rules without dns:"
-        ),
     ])
     func configErrorsArePositioned(text: String, message: String) {
         do {
