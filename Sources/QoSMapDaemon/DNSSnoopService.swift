@@ -159,7 +159,15 @@ public final class DNSSnoopService: Service, Sendable {
     }
 
     private func publish(_ counters: DNSSnoopCounters, _ sockets: [Snooped]?) {
-        published.withLock { $0 = counters }
+        published.withLock { p in
+            // The published copy keeps its own `refused` storage, so the
+            // snooper's array stays uniquely referenced and its next refusal
+            // does not copy it (an allocation per batch otherwise).
+            var own = p.refused
+            p = counters
+            for i in own.indices where i < counters.refused.count { own[i] = counters.refused[i] }
+            p.refused = own
+        }
         if let sockets { open.withLock { $0 = sockets.map(\.interface.name) } }
     }
 
