@@ -22,6 +22,8 @@ public final class DNSLearning: Sendable {
     struct State {
         var store = DNSAddressStore(groups: [], settings: DNSLearningSettings())
         var table: DNSMaskTable?
+        /// Whether a snapshot's table was adopted (the first one is, at once).
+        var adopted = false
         var replies: UInt64 = 0
         var repliesLearned: UInt64 = 0
     }
@@ -52,32 +54,45 @@ public final class DNSLearning: Sendable {
         return Int64(ts.tv_sec)
     }
 
-    /// A lookup table for a snapshot with `rules`, filled from the store,
-    /// which is regrouped for the rules' `dns:` lists and settings; it becomes
-    /// the table the learner updates. Nil when no rule has `dns:`.
+    /// A lookup table for a snapshot with `rules`, filled from the store as
+    /// regrouped for the rules' `dns:` lists (nil when no rule has `dns:`).
+    /// The store itself changes only when the snapshot is committed
+    /// (``committed(_:table:logger:)``), so a reload that fails after
+    /// building its snapshot leaves the learned state as it was; the first
+    /// snapshot of an instance is adopted at once (start-up).
     public func table(for rules: FlowRuleSet) -> DNSMaskTable? {
-        guard rules.hasDNSRules else { return nil }
-        let groups = rules.dnsGroups
+        guard rules.hasDNSRules else {
+            state.withLock { $0.adopted = true }
+            return nil
+        }
         return state.withLock { s in
-            let before = s.store.evicted
-            let old = s.store.masks
-            s.store = s.store.regrouped(groups, settings: rules.dns)
-            // The mirror: the new masks, and 0 for the addresses dropped.
-            if let m = mirror.withLock({ $0 }) {
-                let now = s.store.masks
-                let kept = Set(now.map(\.address))
-                m(
-                    old.filter { !kept.contains($0.address) }.map {
-                        DNSMaskChange(address: $0.address, mask: 0)
-                    } + now)
-            }
-            counters.evicted.increment(by: Int64(s.store.evicted &- before))
-            let t = DNSMaskTable(capacity: rules.dns.maxAddresses)
-            for c in s.store.masks { t.set(c.address, mask: c.mask) }
-            s.table = t
-            counters.addresses.record(s.store.count)
+            let regrouped = s.store.regrouped(rules.dnsGroups, settings: rules.dns)
+            let t = DNSMaskTable(capacity: rules.dns.maxAddresses, initial: regrouped.masks)
+            if !s.adopted { adopt(t, regrouped, &s) }
             return t
         }
+    }
+
+    /// Makes `store` and `table` current: the mirror gets the new masks and 0
+    /// for the addresses dropped.
+    private func adopt(_ table: DNSMaskTable?, _ store: DNSAddressStore, _ s: inout State) {
+        let old = s.store.masks
+        counters.evicted.increment(by: Int64(store.evicted &- s.store.evicted))
+        s.store = store
+        s.table = table
+        s.adopted = true
+        let now = store.masks
+        let kept = Set(now.map(\.address))
+        let dropped = old.filter { !kept.contains($0.address) }.map {
+            DNSMaskChange(address: $0.address, mask: 0)
+        }
+        if let table {
+            // Replies learned or entries expired since the table was built.
+            for a in table.initial where !kept.contains(a) { table.set(a, mask: 0) }
+            for c in now { table.set(c.address, mask: c.mask) }
+        }
+        if let m = mirror.withLock({ $0 }) { m(dropped + now) }
+        counters.addresses.record(store.count)
     }
 
     /// Learns from a reply read on a snooped interface (the snoop service
@@ -101,13 +116,21 @@ public final class DNSLearning: Sendable {
     }
 
     /// The snoop service feeding this learner: its counters are published by
-    /// ``publishSnoopCounters()`` and its interfaces follow ``committed(_:logger:)``.
+    /// ``publishSnoopCounters()`` and its interfaces follow ``committed(_:table:logger:)``.
     public func attach(_ service: DNSSnoopService) { snoop.withLock { $0.service = service } }
 
-    /// A reload committed `config`: the snoop service follows its `dns.snoop`
-    /// (qosmapd starts the service only when the first config has interfaces).
-    public func committed(_ config: DaemonConfig, logger: Logger) {
-        let wanted = config.classify.dns.snoop
+    /// A reload committed `config`, whose snapshot's table is `table`: the
+    /// store is regrouped for its `dns:` lists (addresses of lists still
+    /// present are kept), `table` becomes the one the learner updates, and
+    /// the snoop service follows `dns.snoop` (qosmapd starts the service only
+    /// when the first config names interfaces).
+    public func committed(_ config: DaemonConfig, table: DNSMaskTable?, logger: Logger) {
+        let rules = config.classify
+        state.withLock { s in
+            let groups = rules.hasDNSRules ? rules.dnsGroups : []
+            adopt(table, s.store.regrouped(groups, settings: rules.dns), &s)
+        }
+        let wanted = rules.dns.snoop
         let service = snoop.withLock { $0.service }
         if let service {
             if service.interfaces != wanted { service.setInterfaces(wanted) }
@@ -232,9 +255,13 @@ public final class DNSMaskTable: Sendable {
     }
     private let slots: Mutex<Slots>
     private let bits: Int
+    /// The addresses it was created with.
+    let initial: [IPAddress]
 
-    /// A table for `capacity` addresses (at least twice as many slots).
-    public init(capacity: Int) {
+    /// A table for `capacity` addresses (at least twice as many slots),
+    /// holding `initial`.
+    public init(capacity: Int, initial: [DNSMaskChange] = []) {
+        self.initial = initial.map(\.address)
         var b = 10
         while (1 << b) < 2 * capacity { b += 1 }
         bits = b
@@ -243,6 +270,7 @@ public final class DNSMaskTable: Sendable {
             Slots(
                 high: [UInt64](repeating: 0, count: n), low: [UInt64](repeating: 0, count: n),
                 meta: [UInt32](repeating: 0, count: n)))
+        for c in initial { set(c.address, mask: c.mask) }
     }
 
     @inline(__always)

@@ -362,7 +362,7 @@ public final class EBPFDatapath: Service, Sendable {
         let ok = state.withLock { install(tables, snapshot, &$0) }
         if ok {
             store.replace(snapshot)
-            DNSLearning.shared.committed(snapshot.config, logger: logger)
+            DNSLearning.shared.committed(snapshot.config, table: snapshot.flows?.dns, logger: logger)
         }
         metrics.reloaded(success: ok, at: Date().timeIntervalSince1970)
         logger.info(

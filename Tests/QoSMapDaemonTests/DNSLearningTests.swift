@@ -1,3 +1,4 @@
+import Logging
 import Metrics
 import NFQueue
 import QoSMapCore
@@ -142,6 +143,30 @@ struct DNSLearningTests {
             config: DaemonConfig.parse(changed, file: "t.yaml"), generation: 2, dns: learning)
         // The second list changed (a new group, empty); the first is kept.
         #expect(s2.flows?.dns?.mask(IPAddress(parsing: "198.18.5.1")!) == 1)
+    }
+
+    /// A reload that fails after building its snapshot (never committed)
+    /// leaves the learner on the old snapshot's lists and table.
+    @Test func uncommittedSnapshotChangesNothing() throws {
+        let learning = DNSLearning()
+        let s1 = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "t.yaml"), generation: 1, dns: learning)
+        let changed = Self.config.replacing("\"*.zoom.us\", teams", with: "x.org, teams")
+        let config2 = try DaemonConfig.parse(changed, file: "t.yaml")
+        let s2 = try PolicySnapshot(config: config2, generation: 2, dns: learning)
+        learning.observe(
+            try Self.reply("a.zoom.us", ["198.18.5.1"]), server: nil, client: nil, interface: nil)
+        #expect(s1.flows?.dns?.mask(IPAddress(parsing: "198.18.5.1")!) == 3)
+        #expect(s2.flows?.dns?.mask(IPAddress(parsing: "198.18.5.1")!) == 0)
+        #expect(learning.store.groups.count == 2)
+        // Committed: the store is regrouped and s2's table follows, with what
+        // was learned after it was built.
+        learning.committed(config2, table: s2.flows?.dns, logger: Logger(label: "test"))
+        #expect(s2.flows?.dns?.mask(IPAddress(parsing: "198.18.5.1")!) == 1)
+        learning.observe(
+            try Self.reply("teams.microsoft.com", ["198.18.5.2"]), server: nil, client: nil, interface: nil)
+        #expect(s2.flows?.dns?.mask(IPAddress(parsing: "198.18.5.2")!) == 2)
+        #expect(s1.flows?.dns?.mask(IPAddress(parsing: "198.18.5.2")!) == 0)
     }
 
     /// The open-addressing table against a dictionary, with deletions that
