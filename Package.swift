@@ -60,6 +60,8 @@ let package = Package(
         .systemLibrary(name: "CMnl", pkgConfig: "libmnl", providers: [.apt(["libmnl-dev"])]),
         .target(name: "CQoSMapShim", dependencies: ["CNetfilterQueue", "CMnl"]),
         .systemLibrary(name: "CBPF", pkgConfig: "libbpf", providers: [.apt(["libbpf-dev"])]),
+        // AF_PACKET sockets and classic BPF socket filters (kernel headers only, no library).
+        .systemLibrary(name: "CPacketSocket"),
 
         // Layer 4: typed Swift wrappers over the C libraries.
         .target(name: "QoSMapCapture", dependencies: ["CPcap"]),
@@ -69,6 +71,9 @@ let package = Package(
                 "CNetfilterQueue", "CMnl", "CQoSMapShim",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]),
+        .target(
+            name: "PacketSocket",
+            dependencies: ["CPacketSocket", .product(name: "SystemPackage", package: "swift-system")]),
         .target(
             name: "BPFClassifier",
             dependencies: ["CBPF", .product(name: "SystemPackage", package: "swift-system")]),
@@ -89,6 +94,7 @@ let package = Package(
             name: "QoSMapDaemon",
             dependencies: [
                 "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier", "QoSMapYAML",
+                "PacketSocket",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

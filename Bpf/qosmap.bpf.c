@@ -180,6 +180,11 @@ struct qm_fconf {
     __u32 base[6];   // cross tables: protocol x dport, x sport, source x destination,
     __u32 width[6];  // ingress x DSCP, ports x arrival, final (rule + 1)
     __u16 addr0[4];  // the class of every address where n[i] is 1 (no search, no lookup)
+    // dns: rules (FlowClassifier.dnsClass, .addressesDNS), in `cross` too:
+    __u32 dns;     // 1: read the destination's learned mask (qm_fdns4/6)
+    __u32 dbase;   // (addresses, dns) table: base and width
+    __u32 dwidth;
+    __u32 dclass;  // class by mask (2^N entries, N <= 12): base
 };
 
 struct qm_fslot {
@@ -226,6 +231,31 @@ struct {
     __type(key, __u32);
     __type(value, struct qm_fslot);
 } qm_fslot SEC(".maps");
+
+// dns: rules: the learned addresses' group masks (DNSLearning in qosmapd;
+// both slots share them), by destination address as the program holds it
+// (host-order words). Not preallocated: the daemon bounds the entries by
+// classify.dns.max-addresses.
+#define QM_DNS_MAX (1 << 22)
+struct qm_dkey6 {
+    __u32 w[4];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, QM_DNS_MAX);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, __u32);
+} qm_fdns4 SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, QM_DNS_MAX);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, struct qm_dkey6);
+    __type(value, __u32);
+} qm_fdns6 SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -520,7 +550,21 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     }
     __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
     __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
-    return qm_cross(t, 5, qm_cross(t, 4, po, ar), qm_cross(t, 2, s, d));
+    __u32 ad = qm_cross(t, 2, s, d);
+    if (t->c.dns) {
+        // The destination's learned mask (0: not learned) → its dns class.
+        __u32 *m;
+        if (v6) {
+            struct qm_dkey6 key = {{f->d[0], f->d[1], f->d[2], f->d[3]}};
+            m = bpf_map_lookup_elem(&qm_fdns6, &key);
+        } else {
+            __u32 key = f->d[3];
+            m = bpf_map_lookup_elem(&qm_fdns4, &key);
+        }
+        __u32 dc = t->cross[(t->c.dclass + (m ? *m & 0xfff : 0)) & (QM_CROSS - 1)];
+        ad = t->cross[(t->c.dbase + ad * t->c.dwidth + dc) & (QM_CROSS - 1)];
+    }
+    return qm_cross(t, 5, qm_cross(t, 4, po, ar), ad);
 }
 
 #define QM_FNV_BASIS 0x811c9dc5u

@@ -27,6 +27,13 @@ struct PacketOptions: ParsableArguments {
     @Option(name: .long, help: "The ECN bits it arrives with (0-3; default 0).")
     var ecn: UInt8 = 0
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "An address qosmapd would have learned from a DNS reply, for dns: rules (repeatable; TTL 300 s unless given).",
+            valueName: "NAME=ADDRESS[,TTL]"))
+    var learned: [String] = []
+
     /// Whether any field was given.
     var isEmpty: Bool {
         `protocol` == nil && source == nil && destination == nil && sourcePort == nil
@@ -86,6 +93,8 @@ struct FlowDecider {
     let policies: ExportPolicies
     let classifier: FlowClassifier
     let connections = ConnectionTable()
+    /// The `--learned` addresses, in the config's `dns:` lists.
+    let learned: DNSAddressStore
 
     /// What one packet gets.
     struct Decision {
@@ -101,15 +110,54 @@ struct FlowDecider {
         var leavingDSCP: UInt8?
         var mark: UInt32?
         var priority: UInt8?
+        /// For a `dns:` rule: the learned entry that put the destination in its list.
+        var learned: DNSLearnedEntry?
+        /// The destination, for the `learned` text.
+        var destination: IPAddress?
     }
 
-    init(_ policies: ExportPolicies, file: String) throws {
+    /// `learned`: `--learned NAME=ADDRESS[,TTL]` values, learned at time 0.
+    init(_ policies: ExportPolicies, file: String, learned: [String] = []) throws {
         self.policies = policies
         do {
             classifier = try FlowClassifier(policies.config.classify)
         } catch {
             throw DataError("\(file):1:1: classify: \(error)")
         }
+        let set = policies.config.classify
+        var store = DNSAddressStore(groups: set.dnsGroups, settings: set.dns)
+        for text in learned {
+            let parts = text.split(separator: "=", maxSplits: 1)
+            let rest =
+                parts.count == 2 ? parts[1].split(separator: ",", omittingEmptySubsequences: false) : []
+            let usage =
+                "invalid --learned '\(text)'; allowed: NAME=ADDRESS or NAME=ADDRESS,TTL (e.g. a.zoom.us=198.18.5.1,60)"
+            guard parts.count == 2, rest.count == 1 || rest.count == 2,
+                let address = IPAddress(parsing: rest[0])
+            else {
+                throw UsageError(usage)
+            }
+            var ttl: UInt32 = 300
+            if rest.count == 2 {
+                guard let t = parseInteger(rest[1]), (0...Int(Int32.max)).contains(t) else {
+                    throw UsageError(usage)
+                }
+                ttl = UInt32(t)
+            }
+            let pattern: DNSNamePattern
+            do { pattern = try DNSNamePattern(parsing: String(parts[0])) } catch {
+                throw UsageError("--learned: \(error)")
+            }
+            guard !pattern.isSuffix else { throw UsageError("\(usage): a name, not a pattern") }
+            guard !store.matchingGroups([pattern.name]).isEmpty else {
+                throw UsageError(
+                    "--learned '\(text)': \(pattern.name) matches no dns: list of the config (\(set.dnsGroups.isEmpty ? "it has none" : set.dnsGroups.map { $0.map(\.description).joined(separator: ", ") }.joined(separator: "; ")))"
+                )
+            }
+            _ = store.learn(
+                names: [pattern.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
+        }
+        self.learned = store
     }
 
     /// Decides a described packet, built as a bare IP packet
@@ -139,7 +187,8 @@ struct FlowDecider {
         var index = classifier.classify(
             protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
             sourcePort: f.sourcePort, destinationPort: f.destinationPort,
-            ingress: ingress.flatMap { classifier.ingressClass[$0] } ?? 0, dscp: f.dscp)
+            ingress: ingress.flatMap { classifier.ingressClass[$0] } ?? 0, dscp: f.dscp,
+            dnsMask: learned.mask(of: f.destination))
         var via = false
         if let i = index {
             if rules[i].connection { connections.record(f.flowKey, rule: i, epoch: 0) }
@@ -162,13 +211,32 @@ struct FlowDecider {
         }
         let config = policies.config
         let t = result.treatment
+        var entry: DNSLearnedEntry?
+        if let index, !via, let list = rules[index].match.dns,
+            let g = classifier.dnsGroups.firstIndex(of: list)
+        {
+            entry = learned.entries(of: f.destination).first { $0.group == g }
+        }
         return Decision(
             rule: index.map { rules[$0] }, ruleIndex: index, viaConnection: via, treatment: t,
             trustSource: source,
             trust: policy.trust, inboundDomain: policy.ingress.name, outboundDomain: policy.egress.name,
             leavingDSCP: config.rewriteDSCP || config.markOnly ? result.newDSCP?.rawValue : f.dscp,
             mark: config.mark?.value(for: t),
-            priority: config.priority ? policy.egress.pcp(for: t).rawValue : nil)
+            priority: config.priority ? policy.egress.pcp(for: t).rawValue : nil, learned: entry,
+            destination: f.destination)
+    }
+}
+
+extension DNSLearnedEntry {
+    /// `198.18.5.1 learned for eu01.zoom.us (question eu01.zoom.us, TTL 10 s, from 198.18.0.53 on in1); expires in 60 s`.
+    func text(_ address: IPAddress, now: Int64) -> String {
+        var from: [String] = ["TTL \(source.ttl) s"]
+        if let server = source.server { from.append("from \(server)") }
+        if let i = source.interface { from.append("on \(i)") }
+        if source.server == nil, source.interface == nil { from.append("--learned") }
+        return
+            "\(address) learned for \(source.name) (question \(source.question), \(from.joined(separator: ", "))); expires in \(expires - now) s"
     }
 }
 
@@ -186,7 +254,8 @@ extension FlowDecider.Decision {
     /// `rule voip (q.yaml:12)`, `connection of rule voip (q.yaml:12)` or `trust dscp in default (default.yaml:40)`.
     var classifiedBy: String {
         if let rule {
-            return (viaConnection ? "connection of rule " : "rule ") + "\(rule.name) (\(rule.position))"
+            let dns = learned.flatMap { e in destination.map { "; " + e.text($0, now: 0) } } ?? ""
+            return (viaConnection ? "connection of rule " : "rule ") + "\(rule.name) (\(rule.position))" + dns
         }
         let where_ = trustSource.map { " (\($0))" } ?? ""
         return "trust \(trust.name) in \(inboundDomain)\(where_)"
@@ -226,6 +295,14 @@ struct ClassifyJSON: Encodable {
         var mark: UInt32?
         var priority: Int?
     }
+    /// The DNS reply that put the destination in a `dns:` rule's list.
+    struct Learned: Encodable {
+        var address: String
+        var name: String
+        var question: String
+        var ttl: Int
+        var expiresIn: Int
+    }
     var index: Int?
     var packet: Packet
     var rule: Rule?
@@ -233,6 +310,7 @@ struct ClassifyJSON: Encodable {
     var serviceClass: String
     var color: String
     var leaves: Leaves
+    var learned: Learned?
 
     init(index: Int? = nil, _ f: FlowFields, ingress: String?, egress: String?, _ d: FlowDecider.Decision) {
         self.index = index
@@ -250,6 +328,11 @@ struct ClassifyJSON: Encodable {
         serviceClass = d.treatment.serviceClass.name
         color = d.treatment.color.name
         leaves = Leaves(dscp: d.leavingDSCP.map(Int.init), mark: d.mark, priority: d.priority.map(Int.init))
+        learned = d.learned.map {
+            Learned(
+                address: f.destination.description, name: $0.source.name.description,
+                question: $0.source.question.description, ttl: Int($0.source.ttl), expiresIn: Int($0.expires))
+        }
     }
 }
 
@@ -313,7 +396,7 @@ extension QoSMapCommand {
 
         func standardOutput() throws -> String {
             let policies = try Explain.snapshot(config, tableOptions)
-            let decider = try FlowDecider(policies, file: config)
+            let decider = try FlowDecider(policies, file: config, learned: packet.learned)
             if let input { return try capture(input, decider) }
             let p = try packet.packet(ingress: ingress)
             guard let (f, d) = decider.decide(p, ecn: packet.ecn, egress: egress) else {

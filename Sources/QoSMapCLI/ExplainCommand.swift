@@ -236,7 +236,8 @@ extension QoSMapCommand {
             } catch {
                 throw UsageError(error.description)
             }
-            let d = try FlowDecider(snapshot, file: file).decide(p, ecn: packet.ecn, egress: egress)
+            let d = try FlowDecider(snapshot, file: file, learned: packet.learned).decide(
+                p, ecn: packet.ecn, egress: egress)
             return d?.decision.rule == nil ? nil : d?.decision
         }
 

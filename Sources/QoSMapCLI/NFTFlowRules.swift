@@ -38,6 +38,11 @@ struct NFTFlowRules {
         let mask = QoSMapCommand.Export.hex(set.connectionMarkMask)
         for (n, rule) in set.rules.enumerated() {
             let at = "\(rule.position.file):\(rule.position.line):\(rule.position.column)"
+            if let dns = rule.match.dns {
+                out.append(
+                    "\(at): rule '\(rule.name)' matches dns: [\(dns.map(\.description).joined(separator: ", "))], whose addresses qosmapd learns from DNS replies at run time; nft without qosmapd cannot; allowed: datapath nfqueue, or rules without dns: in an nft export"
+                )
+            }
             if rule.connection, n + 1 > capacity {
                 out.append(
                     "\(at): rule '\(rule.name)' is rule \(n + 1) with connection: true, but connection-mark-mask \(mask) numbers at most \(capacity) rules; allowed: a wider connection-mark-mask, or connection: false"

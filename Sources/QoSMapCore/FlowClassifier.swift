@@ -95,6 +95,9 @@ public struct FlowClassifier: Sendable, Equatable {
     public static let maxIntervals = 4096
     /// Cross-product entries at most, all tables together (the ebpf map's size).
     public static let maxCrossEntries = 1 << 20
+    /// Distinct `dns:` lists at most: the dns field's class comes from the
+    /// destination's group mask through a table of 2^N entries.
+    public static let maxDNSGroups = 12
 
     /// The number of rules.
     public var ruleCount: Int
@@ -126,8 +129,16 @@ public struct FlowClassifier: Sendable, Equatable {
     public var arrival: CrossTable
     /// (ports, arrival) → class.
     public var portsArrival: CrossTable
-    /// (that, addresses) → rule index + 1, or 0.
+    /// (that, addresses with dns) → rule index + 1, or 0.
     public var final: CrossTable
+    /// The distinct `dns:` lists (``FlowRuleSet/dnsGroups``): bit `i` of a
+    /// learned address's mask is `dnsGroups[i]`.
+    public var dnsGroups: [[DNSNamePattern]]
+    /// Class by the destination's group mask (2^N entries; `[0]` with no dns rule).
+    public var dnsClass: [UInt16]
+    /// (addresses, dns) → class. With no dns rule it is the identity
+    /// (one column), so ``final`` reads the addresses' class unchanged.
+    public var addressesDNS: CrossTable
 
     /// The classes per field, in the order the ebpf config carries them.
     public var ingressClassCount: Int
@@ -260,7 +271,31 @@ public struct FlowClassifier: Sendable, Equatable {
         }
         let (pp, ppNum) = try cross(protoNum, dpNum)
         let (po, poNum) = try cross(ppNum, spNum)
-        let (ad, adNum) = try cross(srcNum, dstNum)
+        let (ad, adNum0) = try cross(srcNum, dstNum)
+        // DNS: the class of each group mask; the rules without dns: hold for all.
+        let groups = rules.dnsGroups
+        guard groups.count <= FlowClassifier.maxDNSGroups else {
+            throw FlowRuleError(
+                "\(groups.count) distinct dns: lists; allowed: at most \(FlowClassifier.maxDNSGroups) (rules with the same list share one)"
+            )
+        }
+        dnsGroups = groups
+        var dnsNum = ClassNumbering(first: unconstrained { $0.dns != nil })
+        dnsClass = (0..<(1 << groups.count)).map { mask in
+            var b = RuleBits(count: n)
+            for (i, m) in matches.enumerated() {
+                if let d = m.dns {
+                    if let g = groups.firstIndex(of: d), mask & (1 << g) != 0 { b.insert(i) }
+                } else {
+                    b.insert(i)
+                }
+            }
+            return dnsNum.id(b)
+        }
+        // The class-by-mask table shares the ebpf map with the cross tables.
+        if groups.count > 0 { total += dnsClass.count }
+        let (adn, adNum) = try cross(adNum0, dnsNum)
+        addressesDNS = adn
         let (ar, arNum) = try cross(ifNum, dscpNum)
         let (pa, paNum) = try cross(poNum, arNum)
         protocolPort = pp
@@ -290,11 +325,12 @@ public struct FlowClassifier: Sendable, Equatable {
     /// The first rule a packet matches (index), from its fields:
     /// `protocolNumber` nil and ports nil as ``FlowPacket`` documents,
     /// `ingress` the receiving interface's class (``ingressClass``; 0 for
-    /// others). Allocation-free.
+    /// others), `dnsMask` the groups the destination is learned in (bit `i`:
+    /// ``dnsGroups``[i]). Allocation-free.
     @inlinable
     public func classify(
         protocolNumber: UInt8?, source: IPAddress, destination: IPAddress, sourcePort: UInt16?,
-        destinationPort: UInt16?, ingress: UInt16, dscp: UInt8
+        destinationPort: UInt16?, ingress: UInt16, dscp: UInt8, dnsMask: UInt16 = 0
     ) -> Int? {
         let p = protocolNumber.map { protocolClass[Int($0)] } ?? 0
         let sp = sourcePort.map { sourcePortClass[Int($0)] } ?? 0
@@ -303,16 +339,19 @@ public struct FlowClassifier: Sendable, Equatable {
         let d = destination.isIPv6 ? destination6.classOf(destination) : destination4.classOf(destination)
         let po = ports.at(protocolPort.at(p, dp), sp)
         let ar = arrival.at(ingress, dscpClass[Int(dscp & 63)])
-        let r = final.at(portsArrival.at(po, ar), addresses.at(s, d))
+        var ad = addresses.at(s, d)
+        if dnsClass.count > 1 { ad = addressesDNS.at(ad, dnsClass[Int(dnsMask) & (dnsClass.count - 1)]) }
+        let r = final.at(portsArrival.at(po, ar), ad)
         return r == 0 ? nil : Int(r) - 1
     }
 
-    /// ``classify(protocolNumber:source:destination:sourcePort:destinationPort:ingress:dscp:)``
-    /// for a described packet.
+    /// ``classify(protocolNumber:source:destination:sourcePort:destinationPort:ingress:dscp:dnsMask:)``
+    /// for a described packet (its destination names give the group mask).
     public func classify(_ p: FlowPacket) -> Int? {
         classify(
             protocolNumber: p.protocolNumber, source: p.source, destination: p.destination,
             sourcePort: p.sourcePort, destinationPort: p.destinationPort,
-            ingress: p.ingress.flatMap { ingressClass[$0] } ?? 0, dscp: p.dscp)
+            ingress: p.ingress.flatMap { ingressClass[$0] } ?? 0, dscp: p.dscp,
+            dnsMask: DNSNamePattern.mask(dnsGroups, names: p.destinationNames))
     }
 }

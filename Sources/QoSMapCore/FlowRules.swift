@@ -102,12 +102,16 @@ public struct FlowMatch: Hashable, Sendable {
     public var ingress: Set<String>?
     /// The DSCP values the packet may arrive with.
     public var dscp: Set<UInt8>?
+    /// DNS name patterns: the destination must be an address currently
+    /// learned from a reply for a matching name (docs/DNS.md). Sorted and
+    /// without duplicates, so that equal lists are one learned set.
+    public var dns: [DNSNamePattern]?
 
     /// Creates a match.
     public init(
         protocols: Set<UInt8>? = nil, sources: [IPPrefix]? = nil, destinations: [IPPrefix]? = nil,
         sourcePorts: [PortRange]? = nil, destinationPorts: [PortRange]? = nil, ingress: Set<String>? = nil,
-        dscp: Set<UInt8>? = nil
+        dscp: Set<UInt8>? = nil, dns: [DNSNamePattern]? = nil
     ) {
         self.protocols = protocols
         self.sources = sources
@@ -116,6 +120,7 @@ public struct FlowMatch: Hashable, Sendable {
         self.destinationPorts = destinationPorts
         self.ingress = ingress
         self.dscp = dscp
+        self.dns = dns.map(DNSNamePattern.normalized)
     }
 
     /// Whether a packet satisfies every key.
@@ -135,6 +140,9 @@ public struct FlowMatch: Hashable, Sendable {
         }
         if let ingress, !(p.ingress.map { ingress.contains($0) } ?? false) { return false }
         if let dscp, !dscp.contains(p.dscp & 63) { return false }
+        if let dns, !dns.contains(where: { pattern in p.destinationNames.contains(where: pattern.matches) }) {
+            return false
+        }
         return true
     }
 
@@ -169,7 +177,7 @@ public struct FlowMatch: Hashable, Sendable {
         return sub(protocols, other.protocols) && prefixes(sources, other.sources)
             && prefixes(destinations, other.destinations) && ports(sourcePorts, other.sourcePorts)
             && ports(destinationPorts, other.destinationPorts) && sub(ingress, other.ingress)
-            && sub(dscp, other.dscp)
+            && sub(dscp, other.dscp) && DNSNamePattern.covers(dns, other.dns)
     }
 }
 
@@ -246,11 +254,15 @@ public struct FlowPacket: Hashable, Sendable {
     public var ingress: String?
     /// The DSCP as it arrives.
     public var dscp: UInt8
+    /// The names the destination address is currently learned for (from DNS
+    /// replies); `dns:` rules read them.
+    public var destinationNames: [DNSName]
 
     /// Creates a packet description.
     public init(
         protocolNumber: UInt8?, source: IPAddress, destination: IPAddress, sourcePort: UInt16? = nil,
-        destinationPort: UInt16? = nil, ingress: String? = nil, dscp: UInt8 = 0
+        destinationPort: UInt16? = nil, ingress: String? = nil, dscp: UInt8 = 0,
+        destinationNames: [DNSName] = []
     ) {
         self.protocolNumber = protocolNumber
         self.source = source
@@ -259,11 +271,14 @@ public struct FlowPacket: Hashable, Sendable {
         self.destinationPort = destinationPort
         self.ingress = ingress
         self.dscp = dscp
+        self.destinationNames = destinationNames
     }
 
-    /// The same flow seen from the other end: addresses and ports swapped.
+    /// The same flow seen from the other end: addresses and ports swapped;
+    /// no destination names (those were the other address's).
     public var reversed: FlowPacket {
         var r = self
+        r.destinationNames = []
         r.source = destination
         r.destination = source
         r.sourcePort = destinationPort
@@ -281,6 +296,8 @@ public struct FlowRuleSet: Hashable, Sendable {
     /// `connection-mark-mask`: the conntrack mark bits the nft export keeps
     /// a matched connection's rule in.
     public var connectionMarkMask: UInt32
+    /// `dns:`: where and how addresses are learned for `dns:` rules.
+    public var dns = DNSLearningSettings()
 
     /// The default `connection-mark-mask`: 12 bits, up to 4,095 rules.
     public static let defaultConnectionMarkMask: UInt32 = 0x0FFF_0000

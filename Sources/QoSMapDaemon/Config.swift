@@ -126,10 +126,16 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
           rules: []              # - name: N                 (counters: qosmapd_rule_packets_total{rule="N"})
                                  #   match: {protocol: udp, source: [CIDR|SET], destination: [CIDR|SET],
                                  #           source-port: [N, N-M], destination-port: [N, N-M],
-                                 #           ingress: [IF], dscp: [D]}      (all keys AND, list items OR)
+                                 #           ingress: [IF], dscp: [D],
+                                 #           dns: ["*.zoom.us", name]}  (all keys AND, list items OR)
                                  #   set: {class: EF, color: green} or {dscp: AF41} (as if it arrived so)
                                  #   connection: true        (replies of a matched flow get the same class)
           connection-mark-mask: 0x0fff0000  # ct mark bits holding a connection's rule (export nft --config)
+          dns:                   # learning addresses for dns: rules from DNS replies (docs/DNS.md)
+            snoop: []            # interfaces whose DNS replies (UDP/TCP 53) are read; dns: rules need one
+            max-addresses: 100000  # learned addresses kept at most; when full the soonest to expire is evicted
+            min-ttl: 60          # seconds an address is kept at least after a reply, whatever its TTL
+            max-ttl: 86400       # seconds an address is kept at most after a reply, whatever its TTL
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules

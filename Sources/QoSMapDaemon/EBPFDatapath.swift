@@ -1,6 +1,7 @@
 import BPFClassifier
 import Logging
 import QoSMapCore
+import QoSMapPacket
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -57,6 +58,8 @@ public final class EBPFDatapath: Service, Sendable {
         let ingressProgram: BPFProgram
         /// The flow rules' maps (`qm_f*`) and the connection table (`qm_flows`).
         let fslot, faddr4, faddr6, frules, frcount, flows: BPFMap
+        /// `dns:` rules' learned addresses → group mask (``DNSLearning``).
+        let fdns4, fdns6: BPFMap
     }
 
     struct State: Sendable {
@@ -110,7 +113,8 @@ public final class EBPFDatapath: Service, Sendable {
             fslot: try object.map(named: "qm_fslot"), faddr4: try object.map(named: "qm_faddr4"),
             faddr6: try object.map(named: "qm_faddr6"),
             frules: try object.map(named: "qm_frules"), frcount: try object.map(named: "qm_frcount"),
-            flows: try object.map(named: "qm_flows"))
+            flows: try object.map(named: "qm_flows"), fdns4: try object.map(named: "qm_fdns4"),
+            fdns6: try object.map(named: "qm_fdns6"))
     }
 
     /// Loads the classifier, writes the tables into slot 0 and attaches it
@@ -140,6 +144,9 @@ public final class EBPFDatapath: Service, Sendable {
                 throw EBPFError("cannot attach the classifier; see the log")
             }
         }
+        // dns: rules: the learned masks follow DNSLearning (all now, then each change).
+        let log = logger
+        DNSLearning.shared.setMirror { changes in Self.writeDNS(changes, maps, log) }
         metrics.loaded(at: Date().timeIntervalSince1970)
     }
 
@@ -353,7 +360,10 @@ public final class EBPFDatapath: Service, Sendable {
             }
         }
         let ok = state.withLock { install(tables, snapshot, &$0) }
-        if ok { store.replace(snapshot) }
+        if ok {
+            store.replace(snapshot)
+            DNSLearning.shared.committed(snapshot.config, table: snapshot.flows?.dns, logger: logger)
+        }
         metrics.reloaded(success: ok, at: Date().timeIntervalSince1970)
         logger.info(
             ok ? "reloaded" : "reload failed; keeping the old tables",
@@ -402,6 +412,36 @@ public final class EBPFDatapath: Service, Sendable {
 
     /// Writes the flow rules into `slot` of the `qm_f*` maps (the classifier
     /// reads them only once `qm_gen` points at the slot).
+    /// Writes learned-address masks into `qm_fdns4`/`qm_fdns6` (mask 0 deletes).
+    static func writeDNS(_ changes: [DNSMaskChange], _ maps: Maps, _ logger: Logger) {
+        for c in changes {
+            let a = c.address
+            do throws(BPFError) {
+                if a.isIPv6 {
+                    let key = (
+                        UInt32(truncatingIfNeeded: a.high >> 32), UInt32(truncatingIfNeeded: a.high),
+                        UInt32(truncatingIfNeeded: a.low >> 32), UInt32(truncatingIfNeeded: a.low)
+                    )
+                    if c.mask == 0 {
+                        try? maps.fdns6.delete(key)
+                    } else {
+                        try maps.fdns6.update(key, UInt32(c.mask))
+                    }
+                } else {
+                    let key = UInt32(truncatingIfNeeded: a.low)
+                    if c.mask == 0 {
+                        try? maps.fdns4.delete(key)
+                    } else {
+                        try maps.fdns4.update(key, UInt32(c.mask))
+                    }
+                }
+            } catch {
+                logger.error(
+                    "cannot write a learned address", metadata: ["address": "\(a)", "error": "\(error)"])
+            }
+        }
+    }
+
     static func writeFlows(_ f: EBPFFlowTables, slot: Int, epoch: UInt32, _ maps: Maps) throws(BPFError) {
         var config = f.config
         config.epoch = epoch

@@ -29,10 +29,18 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     /// The class of every address where the count in `n` is 1 (the program
     /// then neither searches nor reads `qm_faddr*`).
     var addr0: (UInt16, UInt16, UInt16, UInt16) = (0, 0, 0, 0)
+    /// 1 when some rule has `dns:`: the program reads `qm_fdns4`/`qm_fdns6`.
+    var dns: UInt32 = 0
+    /// Base and width of ``FlowClassifier/addressesDNS`` in the cross tables.
+    var dbase: UInt32 = 0
+    var dwidth: UInt32 = 0
+    /// Base of ``FlowClassifier/dnsClass`` (by group mask) in the cross tables.
+    var dclass: UInt32 = 0
 
     static func == (a: Self, b: Self) -> Bool {
         a.track == b.track && a.epoch == b.epoch && a.n == b.n && a.base == b.base && a.width == b.width
-            && a.addr0 == b.addr0
+            && a.addr0 == b.addr0 && a.dns == b.dns && a.dbase == b.dbase && a.dwidth == b.dwidth
+            && a.dclass == b.dclass
     }
 }
 
@@ -139,6 +147,15 @@ struct EBPFFlowTables: Sendable {
         }
         config.base = (bases[0], bases[1], bases[2], bases[3], bases[4], bases[5])
         config.width = (widths[0], widths[1], widths[2], widths[3], widths[4], widths[5])
+        if c.dnsClass.count > 1 {
+            // dns: rules: (addresses, dns) and the class by mask after the six.
+            config.dns = 1
+            config.dbase = UInt32(all.count)
+            config.dwidth = UInt32(c.addressesDNS.width)
+            all += c.addressesDNS.table
+            config.dclass = UInt32(all.count)
+            all += c.dnsClass
+        }
         all += [UInt16](repeating: 0, count: EBPFFlowLayout.crossEntries - all.count)
         let classes =
             c.protocolClass + c.dscpClass + c.sourcePortClass + c.destinationPortClass + all

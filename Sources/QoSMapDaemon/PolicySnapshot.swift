@@ -35,8 +35,11 @@ public final class PolicySnapshot: Sendable {
     /// missing one is skipped, as by the CLI), then the config's table
     /// directories, and resolves every domain name.
     /// - Throws: ``ConfigError`` with `file:line:column` diagnostics.
+    /// `dns` keeps the learned addresses of `dns:` rules (the daemon's one
+    /// instance by default).
     public init(
-        config: DaemonConfig, generation: Int, systemDirectory: String = PolicySnapshot.systemTablesDirectory
+        config: DaemonConfig, generation: Int, systemDirectory: String = PolicySnapshot.systemTablesDirectory,
+        dns: DNSLearning = .shared
     ) throws(ConfigError) {
         let tables: TableSet
         do {
@@ -74,10 +77,11 @@ public final class PolicySnapshot: Sendable {
         if config.classify.isEmpty {
             flows = nil
         } else if let compiled = config.classifier {
-            flows = FlowRuntime(config.classify, compiled)
+            flows = FlowRuntime(config.classify, compiled, dns: dns.table(for: config.classify))
         } else {
             do throws(FlowRuleError) {
-                flows = FlowRuntime(config.classify, try FlowClassifier(config.classify))
+                let compiled = try FlowClassifier(config.classify)
+                flows = FlowRuntime(config.classify, compiled, dns: dns.table(for: config.classify))
             } catch {
                 throw ConfigError(file: "config", "classify: \(error.description)")
             }
@@ -102,12 +106,15 @@ public final class FlowRuntime: Sendable {
     public let classifier: FlowClassifier
     /// The connection table, nil when no rule has `connection: true`.
     public let connections: ConnectionTable?
+    /// The learned addresses' group masks, nil when no rule has `dns:`.
+    public let dns: DNSMaskTable?
 
     /// Creates the runtime for `set` compiled as `classifier`.
-    public init(_ set: FlowRuleSet, _ classifier: FlowClassifier) {
+    public init(_ set: FlowRuleSet, _ classifier: FlowClassifier, dns: DNSMaskTable? = nil) {
         rules = set.rules
         self.classifier = classifier
         connections = set.tracksConnections ? ConnectionTable() : nil
+        self.dns = dns
     }
 
     /// The rule for a packet with these fields received with ingress class
@@ -117,7 +124,8 @@ public final class FlowRuntime: Sendable {
     public func rule(_ f: FlowFields, ingress: UInt16) -> (index: Int, connection: Bool)? {
         if let r = classifier.classify(
             protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
-            sourcePort: f.sourcePort, destinationPort: f.destinationPort, ingress: ingress, dscp: f.dscp)
+            sourcePort: f.sourcePort, destinationPort: f.destinationPort, ingress: ingress, dscp: f.dscp,
+            dnsMask: dns?.mask(f.destination) ?? 0)
         {
             if let connections, rules[r].connection { connections.record(f.flowKey, rule: r, epoch: 0) }
             return (r, false)

@@ -126,6 +126,7 @@ public final class QueueService: Service, Sendable {
                     metadata: ["port": "\(port)"])
             }
             store.replace(snapshot)
+            DNSLearning.shared.committed(snapshot.config, table: snapshot.flows?.dns, logger: logger)
             for (q, handoff) in opened.sorted(by: { $0.key < $1.key }) {
                 live.insert(q)
                 spawn(q, handoff)

@@ -6,51 +6,6 @@ import QoSMapCore
 // must go strictly backwards, and the work per reply is bounded by the answer
 // cap. It allocates only the names and addresses it returns.
 
-/// A domain name as sent on the wire: length-prefixed labels ending with the
-/// root label, ASCII letters folded to lower case (RFC 4343). IDNA names are
-/// compared as their `xn--` labels; no other byte is changed, so a label that
-/// holds a `.` stays one label.
-public struct DNSName: Hashable, Sendable, CustomStringConvertible {
-    /// The uncompressed wire form, lower-cased, root label included (at most 255 bytes).
-    public let wire: [UInt8]
-
-    /// Wraps wire bytes already checked and folded by the parser or the pattern reader.
-    init(uncheckedWire: [UInt8]) { wire = uncheckedWire }
-
-    /// The number of labels, the root excluded.
-    public var labelCount: Int {
-        var n = 0
-        var i = 0
-        while i < wire.count, wire[i] != 0 {
-            n += 1
-            i += Int(wire[i]) + 1
-        }
-        return n
-    }
-
-    /// Dotted text without the trailing dot (`.` for the root); a `.`, `\`,
-    /// or a byte outside printable ASCII inside a label is escaped as `\DDD`,
-    /// as dig prints it, so the text is never ambiguous.
-    public var description: String {
-        var out = ""
-        var i = 0
-        while i < wire.count, wire[i] != 0 {
-            if !out.isEmpty { out += "." }
-            let len = Int(wire[i])
-            for b in wire[(i + 1)..<min(i + 1 + len, wire.count)] {
-                if b == UInt8(ascii: ".") || b == UInt8(ascii: "\\") || b <= 0x20 || b >= 0x7F {
-                    let d = String(b)
-                    out += "\\" + String(repeating: "0", count: 3 - d.count) + d
-                } else {
-                    out.unicodeScalars.append(Unicode.Scalar(b))
-                }
-            }
-            i += len + 1
-        }
-        return out.isEmpty ? "." : out
-    }
-}
-
 /// An address from an A or AAAA record of the reply's final name.
 public struct DNSAddressAnswer: Hashable, Sendable {
     /// The address (IPv4 from A, IPv6 from AAAA).
@@ -417,7 +372,8 @@ private struct Reader {
     }
 }
 
-/// ASCII upper case to lower case (RFC 4343); every other byte unchanged.
+/// ASCII upper case to lower case (RFC 4343); every other byte unchanged
+/// (a copy of QoSMapCore's, inlined here on the parser's byte loop).
 @inline(__always)
 func foldCase(_ b: UInt8) -> UInt8 {
     b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b

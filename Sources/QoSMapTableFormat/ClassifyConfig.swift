@@ -6,12 +6,12 @@ package import QoSMapYAML
 /// command that takes `--config` read it through ``MarkingConfigReader``.
 extension MarkingConfigReader {
     /// The keys of `classify:`.
-    package static let classifyKeys = ["sets", "rules", "connection-mark-mask"]
+    package static let classifyKeys = ["sets", "rules", "connection-mark-mask", "dns"]
     /// The keys of one rule.
     package static let ruleKeys = ["name", "match", "set", "connection"]
     /// The keys of a rule's `match:`.
     package static let matchKeys = [
-        "protocol", "source", "destination", "source-port", "destination-port", "ingress", "dscp",
+        "protocol", "source", "destination", "source-port", "destination-port", "ingress", "dscp", "dns",
     ]
 
     /// `classify:`.
@@ -42,6 +42,8 @@ extension MarkingConfigReader {
             }
         }
         result.sets = sets
+        // dns: before the rules too: a dns: rule needs snoop interfaces.
+        for (_, v, k) in pairs where k == "dns" { result.dns = dnsSettings(v) }
         for (_, v, k) in pairs {
             switch k {
             case "connection-mark-mask":
@@ -63,7 +65,9 @@ extension MarkingConfigReader {
                 let items: [Node] =
                     if case .sequence(let seq) = v, seq.isEmpty { [] } else { list(v, "rules") }
                 for item in items {
-                    guard let rule = rule(item, sets: sets) else { continue }
+                    guard let rule = rule(item, sets: sets, snoop: !result.dns.snoop.isEmpty) else {
+                        continue
+                    }
                     if let first = names[rule.name] {
                         let at = " (first at line \(first.mark.line), column \(first.mark.column))"
                         yaml.error(item, "duplicate rule name '\(rule.name)'\(at); allowed: unique names")
@@ -74,6 +78,13 @@ extension MarkingConfigReader {
                 }
                 if result.rules.count > FlowClassifier.maxRules {
                     yaml.error(v, "\(result.rules.count) rules; allowed: at most \(FlowClassifier.maxRules)")
+                }
+                let groups = result.dnsGroups.count
+                if groups > FlowClassifier.maxDNSGroups {
+                    yaml.error(
+                        v,
+                        "\(groups) distinct dns: lists; allowed: at most \(FlowClassifier.maxDNSGroups) (rules with the same list share one)"
+                    )
                 }
             default: break
             }
@@ -106,7 +117,7 @@ extension MarkingConfigReader {
     }
 
     /// One rule.
-    mutating func rule(_ node: Node, sets: [String: [IPPrefix]]) -> FlowRule? {
+    mutating func rule(_ node: Node, sets: [String: [IPPrefix]], snoop: Bool = true) -> FlowRule? {
         let errorsBefore = yaml.diagnostics.count
         guard let pairs = mapping(node, "a rule", allowed: Self.ruleKeys) else { return nil }
         var name: String?
@@ -127,7 +138,7 @@ extension MarkingConfigReader {
                     }
                 }
             case "match":
-                match = self.match(v, sets: sets)
+                match = self.match(v, sets: sets, snoop: snoop)
             case "set": action = set(v)
             default: connection = yaml.bool(v, "connection flag") ?? true
             }
@@ -150,7 +161,7 @@ extension MarkingConfigReader {
     }
 
     /// A rule's `match:`.
-    mutating func match(_ node: Node, sets: [String: [IPPrefix]]) -> FlowMatch {
+    mutating func match(_ node: Node, sets: [String: [IPPrefix]], snoop: Bool = true) -> FlowMatch {
         var m = FlowMatch()
         var portNodes: [Node] = []
         for (_, v, k) in mapping(node, "match", allowed: Self.matchKeys) ?? [] {
@@ -211,6 +222,8 @@ extension MarkingConfigReader {
                     names.insert(s)
                 }
                 m.ingress = names
+            case "dns":
+                m.dns = dnsPatterns(v, snoop: snoop)
             default:  // dscp
                 var values = Set<UInt8>()
                 for item in list(v, "DSCP values") {

@@ -98,8 +98,11 @@ struct QoSMapD: AsyncParsableCommand {
             let datapath = EBPFDatapath(
                 configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
                 notifier: SystemdNotifier(), metricsEndpoint: server)
-            var groupConfig = ServiceGroupConfiguration(
-                services: [.init(service: datapath), .init(service: server)], logger: logger)
+            var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+                .init(service: datapath), .init(service: server),
+            ]
+            services += dnsServices(snapshot, logger)
+            var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
             groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
             do {
                 try await ServiceGroup(configuration: groupConfig).run()
@@ -116,6 +119,7 @@ struct QoSMapD: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: service), .init(service: server),
         ]
+        services += dnsServices(snapshot, logger)
         // rules: install (see RuleService): installed before the queues are
         // bound, so packets in the first milliseconds are bypassed and counted
         // as fail-open; the service is last so it shuts down (removing the
@@ -144,6 +148,25 @@ struct QoSMapD: AsyncParsableCommand {
         }
         rules.remove()  // normally done already by RuleService at shutdown
     }
+}
+
+/// dns: rules: replies read on classify.dns.snoop (only when the config
+/// names interfaces), addresses expired by a timer (started even with no dns
+/// rule yet, so that a reload can add some).
+func dnsServices(_ snapshot: PolicySnapshot, _ logger: Logger) -> [ServiceGroupConfiguration
+    .ServiceConfiguration]
+{
+    var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+    let interfaces = snapshot.config.classify.dns.snoop
+    if !interfaces.isEmpty {
+        let snoop = DNSSnoopService(interfaces: interfaces, logger: logger) { reply in
+            DNSLearning.shared.observe(reply)
+        }
+        DNSLearning.shared.attach(snoop)
+        services.append(.init(service: snoop))
+    }
+    services.append(.init(service: DNSSweepService()))
+    return services
 }
 
 // The conformance lives here, in the executable: the daemon library does not

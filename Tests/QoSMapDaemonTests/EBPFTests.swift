@@ -127,7 +127,11 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(try maps.table.lookup(UInt32(5), as: EBPFEntry.self) == e)
     #expect(try maps.counters.perCPUCounters(0).count == BPFMap.possibleCPUs)
     // The flow-rule maps (EBPFFlowTables.swift mirrors their C structs).
-    #expect(MemoryLayout<EBPFFlowConfig>.size == 80)
+    #expect(MemoryLayout<EBPFFlowConfig>.size == 96)
+    // dns: rules' learned masks: room for classify.dns.max-addresses at its limit.
+    #expect(maps.fdns4.valueSize == 4 && maps.fdns6.valueSize == 4)
+    #expect(maps.fdns4.maxEntries >= DNSLearningSettings.maxAddressesLimit)
+    #expect(maps.fdns6.maxEntries >= DNSLearningSettings.maxAddressesLimit)
     #expect(maps.fslot.valueSize == EBPFLayoutSizes.fslot && maps.fslot.maxEntries == 2)
     #expect(maps.faddr4.valueSize == EBPFLayoutSizes.faddr4 && maps.faddr4.maxEntries == 4)
     #expect(maps.faddr6.valueSize == EBPFLayoutSizes.faddr6 && maps.faddr6.maxEntries == 4)

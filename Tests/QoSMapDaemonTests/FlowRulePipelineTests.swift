@@ -158,7 +158,7 @@ struct FlowRulePipelineTests {
         ),
         (
             "classify:\n  rules:\n    - {name: a, match: {colour: red}, set: {class: EF}}\n",
-            "t.yaml:3:25: unknown key 'colour' in match; allowed: protocol, source, destination, source-port, destination-port, ingress, dscp"
+            "t.yaml:3:25: unknown key 'colour' in match; allowed: protocol, source, destination, source-port, destination-port, ingress, dscp, dns"
         ),
         (
             "classify:\n  rules:\n    - {name: a, set: {class: EF}}\n    - {name: a, set: {class: AF1}}\n",
