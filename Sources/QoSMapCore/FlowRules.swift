@@ -281,6 +281,8 @@ public struct FlowRuleSet: Hashable, Sendable {
     /// `connection-mark-mask`: the conntrack mark bits the nft export keeps
     /// a matched connection's rule in.
     public var connectionMarkMask: UInt32
+    /// `flows:`: bulk demotion and interactive promotion (``FlowBehaviour``).
+    public var behaviour = FlowBehaviour()
 
     /// The default `connection-mark-mask`: 12 bits, up to 4,095 rules.
     public static let defaultConnectionMarkMask: UInt32 = 0x0FFF_0000

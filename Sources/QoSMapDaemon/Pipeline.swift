@@ -111,6 +111,23 @@ public struct PacketPipeline {
             // The packet's length as sent, not the copy's (mark-only queues 128 bytes).
             counts.countRule(index, bytes: Int(packet.capturedLength ?? UInt32(payload.count)))
         }
+        // Flow behaviour (classify.flows) replaces the class rules or trust gave.
+        if let table = snapshot.behaviour,
+            let fields = PacketFlow.fields(UnsafeRawBufferPointer(payload), format: .ip)
+        {
+            let base =
+                ruled
+                ?? PacketMarker.classify(UnsafeRawBufferPointer(payload), format: .ip, policy: policy)
+                .treatment
+            let length = Int(packet.capturedLength ?? UInt32(payload.count))
+            let segments = FlowBehaviourTable.segments(
+                UnsafeRawBufferPointer(payload), length: length, gso: packet.skbInfo?.contains(.gso) ?? false)
+            if let t = table.treatment(
+                fields, base: base, length: length, segments: segments, counts: &counts.flows)
+            {
+                ruled = t
+            }
+        }
         let result: RemarkResult
         if let ruled {
             result =
