@@ -54,6 +54,8 @@ public struct FlowBehaviour: Hashable, Sendable {
     /// The classes whose packets are checked, one bit per ``ServiceClass``
     /// raw value (default: every class but BE).
     public var applyTo: UInt8
+    /// Where `flows:` was written (messages), nil for one built in code.
+    public var position: SourcePosition?
 
     /// Every class but BE.
     public static let defaultApplyTo: UInt8 = 0xFE

@@ -130,6 +130,13 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
                                  #   set: {class: EF, color: green} or {dscp: AF41} (as if it arrived so)
                                  #   connection: true        (replies of a matched flow get the same class)
           connection-mark-mask: 0x0fff0000  # ct mark bits holding a connection's rule (export nft --config)
+          flows: {}              # flow behaviour, after rules and trust (docs/CLASSIFY.md; not with export nft):
+                                 #   bulk: {packets-per-second: 100, bytes: 10000000, hold: 5,
+                                 #          set: {class: BE, color: yellow}}  (above either: demoted until
+                                 #          hold s after; packets = GSO segments per 1 s bucket, bytes since idle > hold)
+                                 #   interactive: {max-average-size: 200, set: {class: AF4}}  (EWMA avg=(7avg+len)/8 <= max;
+                                 #          bulk wins when both hold)
+                                 #   apply-to: [EF, AF4, AF3]  (classes rules/trust give that are checked; default all but BE)
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules

@@ -14,6 +14,7 @@ extension MarkingConfigReader {
     /// `classify.flows`.
     package mutating func flows(_ node: Node) -> FlowBehaviour {
         var b = FlowBehaviour()
+        b.position = SourcePosition(file: yaml.file, line: node.mark.line, column: node.mark.column)
         if case .mapping(let m) = node, m.isEmpty { return b }
         guard let pairs = mapping(node, "classify.flows", allowed: Self.flowsKeys) else { return b }
         for (_, v, k) in pairs {
