@@ -4,11 +4,11 @@
   echoserver FAM PORT TOS READY      TCP: accept one connection, echo every byte
                                      back with TOS on the socket
   fastslow FAM ADDR PORT TOS FAST SLOW  TCP client: 1000-byte messages every
-                                     1 ms for FAST s, then a 100-byte message every
+                                     1 ms for FAST s, then a 400-byte message every
                                      0.25 s for SLOW s (the server echoes each)
   udp FAM ADDR PORT TOS SIZE COUNT   COUNT UDP datagrams of SIZE payload bytes, 20 a second
-  dscps PCAP PORT                    one line per packet carrying a payload on
-                                     PORT (either end): time payload-length dscp
+  dscps PCAP to|from PORT            one line per packet carrying a payload to
+                                     (from) PORT: time payload-length dscp
 """
 import socket
 import struct
@@ -73,7 +73,7 @@ def fastslow(fam, addr, port, tos, fast, slow):
     time.sleep(0.3)
     end = time.monotonic() + float(slow)
     while time.monotonic() < end:
-        s.sendall(b"s" * 100)
+        s.sendall(b"s" * 400)
         time.sleep(0.25)
     s.shutdown(socket.SHUT_WR)
     try:
@@ -93,7 +93,7 @@ def udp(fam, addr, port, tos, size, count):
         time.sleep(0.05)
 
 
-def dscps(path, port):
+def dscps(path, direction, port):
     port = int(port)
     data = open(path, "rb").read()
     magic = struct.unpack("<I", data[:4])[0]
@@ -124,7 +124,7 @@ def dscps(path, port):
         else:
             continue
         sp, dp = struct.unpack(">HH", l4[:4])
-        if port in (sp, dp) and plen > 0:
+        if (dp if direction == "to" else sp) == port and plen > 0:
             print("%.6f %d %d" % (t, plen, dscp))
 
 
