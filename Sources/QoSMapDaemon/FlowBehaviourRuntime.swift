@@ -61,9 +61,24 @@ public final class FlowBehaviourMetrics: Sendable {
 }
 
 extension FlowBehaviourTable {
-    /// The MTU the nfqueue datapath assumes for a GSO packet's segments
-    /// (nfnetlink_queue passes neither `gso_segs` nor `gso_size`).
+    /// The MTU the nfqueue datapath assumes for a GSO packet's segments when
+    /// the egress interface's cannot be read (nfnetlink_queue passes neither
+    /// `gso_segs` nor `gso_size`).
     public static let assumedMTU = 1500
+
+    /// The MTU of interface `name` (`SIOCGIFMTU`), nil when unknown.
+    public static func systemMTU(_ name: String) -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var ifr = ifreq()
+        let bytes = Array(name.utf8.prefix(Int(IF_NAMESIZE) - 1))
+        withUnsafeMutableBytes(of: &ifr.ifr_ifrn.ifrn_name) { b in
+            for (i, c) in bytes.enumerated() { b[i] = c }
+        }
+        guard ioctl(fd, UInt(SIOCGIFMTU), &ifr) == 0 else { return nil }
+        return Int(ifr.ifr_ifru.ifru_mtu)
+    }
 
     /// The treatment for a packet of `fields` that rules or trust gave
     /// `base`: the bulk or interactive one, or nil to keep `base` (a class
@@ -94,8 +109,10 @@ extension FlowBehaviourTable {
 
     /// The segments of a queued packet: 1, or for a GSO packet (`gso`) the
     /// estimate ``FlowBehaviour/estimatedSegments(length:headerLength:mtu:)``
-    /// with the IP and TCP/UDP headers of `ip` and ``assumedMTU``.
-    public static func segments(_ ip: UnsafeRawBufferPointer, length: Int, gso: Bool) -> UInt32 {
+    /// with the IP and TCP/UDP headers of `ip` and the egress `mtu`.
+    public static func segments(_ ip: UnsafeRawBufferPointer, length: Int, gso: Bool, mtu: Int = assumedMTU)
+        -> UInt32
+    {
         guard gso, ip.count >= 20 else { return 1 }
         var l4 = 0
         var proto: UInt8 = 0
@@ -114,6 +131,6 @@ extension FlowBehaviourTable {
         } else if proto == 17 {
             header += 8
         }
-        return FlowBehaviour.estimatedSegments(length: length, headerLength: header, mtu: assumedMTU)
+        return FlowBehaviour.estimatedSegments(length: length, headerLength: header, mtu: mtu)
     }
 }

@@ -75,6 +75,39 @@ struct FlowBehaviourPipelineTests {
         #expect(pipeline.counts.flows.tracked == 1)
     }
 
+    /// A GSO super-packet counts as its segments (estimated from the
+    /// length: nfqueue is not told `gso_segs`); the same bytes without the
+    /// GSO flag count as one packet.
+    @Test(arguments: [false, true])
+    func gsoPacketCountsItsSegments(v6: Bool) throws {
+        let s = try PolicySnapshot(config: DaemonConfig.parse(Self.config, file: "t.yaml"), generation: 1)
+        var pipeline = PacketPipeline(interfaceName: { ["", "in1", "out1"][safe: Int($0)] })
+        var dscps: [UInt8] = []
+        for (port, gso) in [(5001, false), (5002, true)] {
+            var q = Self.flow(v6: v6, port: UInt16(port))
+            q.dscp = 46
+            var bytes = ProbeFrame.packet(q, payload: 43_440)  // 30 segments of at most 1,460 bytes
+            bytes.withUnsafeMutableBytes { buf in
+                var packet = QueuedPacket(
+                    id: 1, inputInterface: 1, outputInterface: 2, skbInfo: gso ? [.gso] : [], payload: buf)
+                _ = pipeline.decide(&packet, snapshot: s)
+            }
+            dscps.append((v6 ? (bytes[0] & 0x0F) << 4 | bytes[1] >> 4 : bytes[1]) >> 2)
+        }
+        #expect(dscps == [46, 12])
+        #expect(pipeline.counts.flows.demoted == 1)
+    }
+
+    @Test func reloadForgetsBehaviour() throws {
+        let p = Self.flow(v6: false)
+        var pipeline = PacketPipeline(interfaceName: { ["", "in1", "out1"][safe: Int($0)] })
+        let s1 = try PolicySnapshot(config: DaemonConfig.parse(Self.config, file: "t.yaml"), generation: 1)
+        for _ in 0..<60 { _ = Self.decide(&pipeline, s1, p, dscp: 46, payload: 1200) }
+        #expect(Self.decide(&pipeline, s1, p, dscp: 46, payload: 1200) == 12)
+        let s2 = try PolicySnapshot(config: DaemonConfig.parse(Self.config, file: "t.yaml"), generation: 2)
+        #expect(Self.decide(&pipeline, s2, p, dscp: 46, payload: 1200) == 46)
+    }
+
     @Test(arguments: [
         (
             "classify:\n  flows:\n    bulk: {hold: 5, set: {class: BE}}\n",
