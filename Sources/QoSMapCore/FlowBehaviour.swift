@@ -204,6 +204,9 @@ public final class FlowBehaviourTable: Sendable {
     }
 
     private let locks: [Stripe]
+    /// Nonzero: the time the datapath reads instead of its clock (tests that
+    /// compare datapaths feed both the same times).
+    public let testNow = Atomic<UInt64>(0)
     /// The thresholds.
     public let behaviour: FlowBehaviour
 

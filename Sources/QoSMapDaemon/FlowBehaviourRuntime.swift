@@ -1,6 +1,7 @@
 import Metrics
 import QoSMapCore
 import QoSMapPacket
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -89,9 +90,10 @@ extension FlowBehaviourTable {
         counts: inout FlowBehaviourCounts
     ) -> Treatment? {
         guard behaviour.applies(to: base.serviceClass) else { return nil }
+        let fed = testNow.load(ordering: .relaxed)
         let e = update(
             fields.flowKey, length: UInt32(clamping: length), segments: segments,
-            now: FlowBehaviourTable.monotonicNanoseconds())
+            now: fed == 0 ? FlowBehaviourTable.monotonicNanoseconds() : fed)
         counts.count(e)
         switch e.verdict {
         case .none: return nil
