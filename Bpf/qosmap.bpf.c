@@ -665,15 +665,32 @@ static __always_inline void qm_bcount_add(__u32 i) {
 
 // The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
 // cell `cell` (0: keep it). where = off | v6 << 16, who = cell | slot << 8.
-__noinline int qm_behaviour(struct __sk_buff *skb, __u32 where, __u32 who) {
+__noinline int qm_behaviour(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
     __u32 off = where & 0xffff, v6 = where >> 16, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
     struct qm_fields f;
-    if (!qm_parse(skb, off, v6, &f)) return 0;
+    if (fp) f = *fp;
+    else if (!qm_parse(skb, off, v6, &f)) return 0;
+    // FlowKey's words, without the hash (the LRU map hashes the key itself).
     struct qm_bkey k;
-    qm_flow_key(&f, v6, k.w);
-    __u64 now = c->test_now ? c->test_now : bpf_ktime_get_ns();
+    int swap = 0, decided = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (!decided && f.d[i] != f.s[i]) {
+            swap = f.d[i] < f.s[i];
+            decided = 1;
+        }
+    }
+    if (!decided) swap = f.dp < f.sp;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        k.w[i] = swap ? f.d[i] : f.s[i];
+        k.w[4 + i] = swap ? f.s[i] : f.d[i];
+    }
+    k.w[8] = (swap ? f.dp : f.sp) << 16 | (swap ? f.sp : f.dp);
+    k.w[9] = (v6 ? 0x100 : 0) | (f.has_proto ? f.proto : 0);
+    __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
     __u32 sec = (__u32)(now / 1000000000ull);
     __u32 segs = skb->gso_segs ? skb->gso_segs : 1;
     __u32 len = skb->len - off;
@@ -774,9 +791,11 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
     __u32 r = 0;
+    // Read once for the rules and flow behaviour (0 when neither is on).
+    struct qm_fields f;
+    int parsed = (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) && qm_parse_fast(skb, off, v6, &f);
     if (g & QM_GEN_RULES) {
-        struct qm_fields f;
-        r = qm_rule(skb, qm_parse_fast(skb, off, v6, &f) ? &f : 0, off | v6 << 16, slot | ingress_class << 1);
+        r = qm_rule(skb, parsed ? &f : 0, off | v6 << 16, slot | ingress_class << 1);
         if (r) {
             __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
             struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
@@ -798,7 +817,7 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
     if (g & QM_GEN_BEHAVE) {
-        __u32 b = qm_behaviour(skb, off | v6 << 16, (e->cell % 24) | slot << 8);
+        __u32 b = qm_behaviour(skb, parsed ? &f : 0, off | v6 << 16, (e->cell % 24) | slot << 8);
         if (b) {
             index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
             e = bpf_map_lookup_elem(&qm_table, &index);

@@ -102,10 +102,11 @@ extension FlowBehaviourTable {
         }
     }
 
-    /// `CLOCK_MONOTONIC` in nanoseconds, the clock `bpf_ktime_get_ns` reads.
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds, the clock the ebpf classifier
+    /// reads (`bpf_ktime_get_coarse_ns`): one-second buckets need no finer one.
     public static func monotonicNanoseconds() -> UInt64 {
         var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
