@@ -149,13 +149,14 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 // cross-product tables down to rule + 1. The layout is mirrored in
 // EBPFFlowTables.swift (EBPFFlowLayout); the tests run this program against
 // the nfqueue pipeline.
-//   qm_fconf   ARRAY[2] struct qm_fconf: counts, cross-table bases and widths.
-//   qm_fsmall  ARRAY[2] class by protocol (256) and by DSCP (64).
-//   qm_fports  ARRAY[2 * 2 * 65536 / 4] u64: class by source / destination
-//              port, four 16-bit classes a word (a quarter of the memory).
+//   qm_fslot   ARRAY[2] struct qm_fslot: one value per slot with the counts,
+//              the cross tables' bases and widths, the classes by protocol,
+//              DSCP and port, and the six cross tables (2.3 MB): one map
+//              lookup for the whole classification (an array lookup is
+//              inlined, but each still costs a key on the stack, a bound
+//              test and a multiply).
 //   qm_faddr4  ARRAY[2 * 2] (slot * 2 + 0 source / 1 destination): starts, classes.
 //   qm_faddr6  the same for IPv6 (starts as two u64, high then low).
-//   qm_fcross  ARRAY[2 * QM_CROSS / 4] u64: the six tables, four classes a word.
 //   qm_frules  ARRAY[2 * QM_MAX_RULES] struct qm_frule: the rule's cell by
 //              ingress policy (`dscp:` actions classify by the ingress
 //              domain) and whether it keeps its connection.
@@ -178,11 +179,15 @@ struct qm_fconf {
     __u32 n[4];   // interval counts: source v4, destination v4, source v6, destination v6
     __u32 base[6];   // cross tables: protocol x dport, x sport, source x destination,
     __u32 width[6];  // ingress x DSCP, ports x arrival, final (rule + 1)
+    __u16 addr0[4];  // the class of every address where n[i] is 1 (no search, no lookup)
 };
 
-struct qm_fsmall {
+struct qm_fslot {
+    struct qm_fconf c;
     __u16 proto[256];
     __u16 dscp[64];
+    __u16 port[2][65536];  // source, destination
+    __u16 cross[QM_CROSS];
 };
 
 struct qm_faddr4 {
@@ -219,22 +224,8 @@ struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 2);
     __type(key, __u32);
-    __type(value, struct qm_fconf);
-} qm_fconf SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2);
-    __type(key, __u32);
-    __type(value, struct qm_fsmall);
-} qm_fsmall SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2 * 2 * 65536 / 4);
-    __type(key, __u32);
-    __type(value, __u64);
-} qm_fports SEC(".maps");
+    __type(value, struct qm_fslot);
+} qm_fslot SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -249,13 +240,6 @@ struct {
     __type(key, __u32);
     __type(value, struct qm_faddr6);
 } qm_faddr6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2 * QM_CROSS / 4);
-    __type(key, __u32);
-    __type(value, __u64);
-} qm_fcross SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -398,12 +382,6 @@ static __always_inline const __u8 *qm_l4_pin(const __u8 *p) {
     return p;
 }
 
-// `x`, which clang can no longer fold (the verifier still knows it).
-static __always_inline __u32 qm_launder(__u32 x) {
-    asm volatile("" : "+r"(x));
-    return x;
-}
-
 // The common case of qm_parse, read in place by mark_ip's inlined copies
 // (`off` a constant there): an IPv4 header without options or an IPv6
 // header whose next header is not an extension header, with the ports in
@@ -450,15 +428,22 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
     return 1;
 }
 
-static __always_inline __u16 qm_u16_of(void *map, __u32 index) {
-    __u32 k = index >> 2;
-    __u64 *w = bpf_map_lookup_elem(map, &k);
-    return w ? (__u16)(*w >> ((index & 3) * 16)) : 0;
+// `x`, which clang can no longer fold (the verifier still knows it).
+static __always_inline __u32 qm_launder(__u32 x) {
+    asm volatile("" : "+r"(x));
+    return x;
 }
 
-static __always_inline __u16 qm_cross(struct qm_fconf *c, __u32 slot, int t, __u32 x, __u32 y) {
-    __u32 i = (c->base[t] + x * c->width[t] + y) & (QM_CROSS - 1);
-    return qm_u16_of(&qm_fcross, slot * QM_CROSS + i);
+// `x` as an opaque 64-bit value: clang then spills it with a 64-bit store.
+// A 32-bit store into a stack slot that held a spilled pointer is refused
+// without CAP_PERFMON ("attempt to corrupt spilled pointer on stack").
+static __always_inline __u64 qm_wide(__u64 x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
+    return t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)];
 }
 
 // AddressIntervals.classOf: the last interval whose start is not above
@@ -466,25 +451,23 @@ static __always_inline __u16 qm_cross(struct qm_fconf *c, __u32 slot, int t, __u
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
 // verifier cannot know, so it does not walk each of the 4,096 outcomes.
-static __always_inline __u16 qm_addr4(__u32 slot, __u32 field, __u32 n, __u32 a) {
+static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
-    if (n <= 1) return t->cls[0];  // no rule names an address of this family here
     __u32 lo = t->zero;
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
         if (t->start[mid] <= a) lo = mid;
     }
-    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+    return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, __u32 n, const __u32 *w) {
+static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     __u32 k = slot * 2 + field;
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    if (n <= 1) return t->cls[0];
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 lo = t->zero;
 #pragma unroll
@@ -493,108 +476,187 @@ static __always_inline __u16 qm_addr6(__u32 slot, __u32 field, __u32 n, const __
         __u64 sh = t->hi[mid];
         if (sh < ah || (sh == ah && t->lo[mid] <= al)) lo = mid;
     }
-    return t->cls[lo & (QM_MAX_INTERVALS - 1)];
+    return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-// FlowClassifier.classify: rule + 1, or 0.
-static __always_inline __u32 qm_classify(struct qm_fconf *c, __u32 slot, int v6, struct qm_fields *f,
+// The classes of the packet's source and destination (source | destination
+// << 16); a field whose count is 1 has its class in the config.
+__noinline int qm_addrs6(struct qm_fields *f, __u32 slot) {
+    if (!f) return 0;
+    __u32 k = slot & 1;
+    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &k);
+    if (!t) return 0;
+    __u32 s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6(k, 0, f->s);
+    __u32 d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6(k, 1, f->d);
+    return s | d << 16;
+}
+
+// FlowClassifier.classify: rule + 1, or 0. Every table but the addresses'
+// in the slot's one value `t`.
+static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const int v6, struct qm_fields *f,
                                          __u32 ingress) {
-    __u32 zero_slot = slot;
-    struct qm_fsmall *sm = bpf_map_lookup_elem(&qm_fsmall, &zero_slot);
-    if (!sm) return 0;
-    __u32 p = f->has_proto ? sm->proto[f->proto] : 0;
-    __u32 sp = f->has_ports ? qm_u16_of(&qm_fports, (slot * 2 + 0) * 65536 + f->sp) : 0;
-    __u32 dp = f->has_ports ? qm_u16_of(&qm_fports, (slot * 2 + 1) * 65536 + f->dp) : 0;
+    __u32 p = f->has_proto ? t->proto[f->proto] : 0;
+    __u32 sp = f->has_ports ? t->port[0][f->sp] : 0;
+    __u32 dp = f->has_ports ? t->port[1][f->dp] : 0;
+    // Where no rule names an address of the packet's family (one interval),
+    // its class is in the config: no lookup, no search.
     __u32 s, d;
-    if (v6) {
-        s = qm_addr6(slot, 0, c->n[2], f->s);
-        d = qm_addr6(slot, 1, c->n[3], f->d);
+    const int fs = v6 ? 2 : 0;
+    if (t->c.n[fs] <= 1 && t->c.n[fs + 1] <= 1) {
+        s = t->c.addr0[fs];
+        d = t->c.addr0[fs + 1];
+    } else if (!v6) {
+        s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
+        d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
     } else {
-        s = qm_addr4(slot, 0, c->n[0], f->s[3]);
-        d = qm_addr4(slot, 1, c->n[1], f->d[3]);
+        // The IPv6 searches in a global function, verified once: inlined, their
+        // branches (three a step) multiply the verifier's paths beyond its limit.
+        __u32 sd = qm_addrs6(f, slot);
+        s = sd & 0xffff;
+        d = sd >> 16;
     }
-    __u32 po = qm_cross(c, slot, 1, qm_cross(c, slot, 0, p, dp), sp);
-    __u32 ar = qm_cross(c, slot, 3, ingress, sm->dscp[f->dscp & 63]);
-    return qm_cross(c, slot, 5, qm_cross(c, slot, 4, po, ar), qm_cross(c, slot, 2, s, d));
+    __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
+    __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
+    return qm_cross(t, 5, qm_cross(t, 4, po, ar), qm_cross(t, 2, s, d));
 }
 
-// FlowKey: the two ends ordered (address, then port), and its FNV-1a slot.
-static __always_inline __u32 qm_flow_key(struct qm_fields *f, int v6, __u32 *w) {
-    int swap = 0, decided = 0;
+#define QM_FNV_BASIS 0x811c9dc5u
+#define QM_FNV_PRIME 0x01000193u
+
+// FlowKey: the two ends ordered (address, then port), as five u64 in the
+// words' memory order (w[2i] low), and its FNV-1a slot. For IPv4 the six
+// zero address words are folded: (h ^ 0) * P is h * P, so the hash of the
+// three leading zeros is a constant and the three between the addresses one
+// multiply by P^3 (the same value as ten rounds, in four multiplies).
+static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
+    int swap;
+    __u32 h;
+    if (!v6) {
+        __u32 a = f->s[3], b = f->d[3], sp = f->sp, dp = f->dp;
+        swap = b != a ? b < a : dp < sp;
+        __u32 m = -(__u32)swap;
+        __u32 x = (a ^ b) & m, lo = a ^ x, hi = b ^ x;
+        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m), w9 = f->has_proto ? f->proto : 0;
+        k[0] = 0;
+        k[1] = (__u64)lo << 32;
+        k[2] = 0;
+        k[3] = (__u64)hi << 32;
+        k[4] = (__u64)w9 << 32 | w8;
+        h = (QM_FNV_BASIS * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME) ^ lo;
+        h *= QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME;
+        h = (h ^ hi) * QM_FNV_PRIME;
+        h = (h ^ w8) * QM_FNV_PRIME;
+        h = (h ^ w9) * QM_FNV_PRIME;
+    } else {
+        int decided = 0;
+        swap = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if (!decided && f->d[i] != f->s[i]) {
-            swap = f->d[i] < f->s[i];
-            decided = 1;
+        for (int i = 0; i < 4; i++) {
+            if (!decided && f->d[i] != f->s[i]) {
+                swap = f->d[i] < f->s[i];
+                decided = 1;
+            }
         }
-    }
-    if (!decided) swap = f->dp < f->sp;
+        if (!decided) swap = f->dp < f->sp;
+        // Swapped by masks: a select between f->s and f->d becomes a
+        // pointer moved by a register, refused without CAP_PERFMON.
+        __u32 w[10], m = -(__u32)swap, sp = f->sp, dp = f->dp;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        w[i] = swap ? f->d[i] : f->s[i];
-        w[4 + i] = swap ? f->s[i] : f->d[i];
-    }
-    __u32 pa = swap ? f->dp : f->sp, pb = swap ? f->sp : f->dp;
-    w[8] = pa << 16 | pb;
-    w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
-    __u32 h = 0x811c9dc5;
+        for (int i = 0; i < 4; i++) {
+            __u32 x = (f->s[i] ^ f->d[i]) & m;
+            w[i] = f->s[i] ^ x;
+            w[4 + i] = f->d[i] ^ x;
+        }
+        w[8] = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
+        w[9] = 0x100 | (f->has_proto ? f->proto : 0);
+        h = QM_FNV_BASIS;
 #pragma unroll
-    for (int i = 0; i < 10; i++) h = (h ^ w[i]) * 0x01000193;
+        for (int i = 0; i < 10; i++) h = (h ^ w[i]) * QM_FNV_PRIME;
+#pragma unroll
+        for (int i = 0; i < 5; i++) k[i] = (__u64)w[2 * i + 1] << 32 | w[2 * i];
+    }
     return (h ^ (h >> 16)) & (QM_FLOW_SLOTS - 1);
 }
 
-static __always_inline int qm_same_key(struct qm_flow *e, const __u32 *w) {
-    int same = 1;
-#pragma unroll
-    for (int i = 0; i < 10; i++) same &= e->w[i] == w[i];
-    return same;
+static __always_inline int qm_same_key(struct qm_flow *e, const __u64 *k) {
+    const __u64 *q = (const __u64 *)e->w;
+    return ((q[0] ^ k[0]) | (q[1] ^ k[1]) | (q[2] ^ k[2]) | (q[3] ^ k[3]) | (q[4] ^ k[4])) == 0;
+}
+
+// PacketFlow.fields where qm_parse_fast cannot read them in place: a global
+// function, so the verifier checks the general parser once, not in each of
+// mark_ip's inlined copies. `where`: off | v6 << 16. 1 when it filled `f`.
+// No `!skb` test: the verifier passes a global function's context argument
+// as the program's (never NULL), and without CAP_PERFMON refuses comparing it.
+__noinline int qm_parse_slow(struct __sk_buff *skb, struct qm_fields *f, __u32 where) {
+    if (!f) return 0;
+    // Two copies with v6 a constant: the verifier then ties the header's
+    // buffer length to the family.
+    if (where >> 16) return qm_parse(skb, where & 0xffff, 1, f);
+    return qm_parse(skb, where & 0xffff, 0, f);
 }
 
 // FlowRuntime.rule: the first rule the packet matches (recorded for its
 // connection when the rule says so), else the rule its connection matched;
-// rule + 1, or 0.
-// A global function: the verifier checks it once, not in each of
-// mark_ip's inlined copies.
-// `fp`: the fields when mark_ip read them in place, else NULL (parsed here).
-// `where`: off | v6 << 16; `who`: slot | ingress class << 1 (five arguments at most).
-// No `!skb` test: the verifier passes a global function's context argument
-// as the program's (never NULL), and without CAP_PERFMON refuses comparing it.
-__noinline int qm_rule(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
-    __u32 off = where & 0xffff, v6 = where >> 16, slot = who & 1, ingress = who >> 1;
-    struct qm_fconf *c = bpf_map_lookup_elem(&qm_fconf, &slot);
-    if (!c) return 0;
-    struct qm_fields f;
-    if (fp) f = *fp;
-    else if (!qm_parse(skb, off, v6, &f)) return 0;
-    __u32 r = qm_classify(c, slot, v6, &f, ingress);
-    // No connection table to read or write: no rule keeps its connection,
-    // or the matched rule does not (`connection: false`).
-    if (!c->track) return r;
+// its counters (packets, and `bytes` of IP packet) counted. Returns 0 for no
+// rule, else rule + 1 | the rule's class x color cell for ingress policy
+// `in` << 16. `who`: slot | in << 2 | ingress class << 8. Inlined in
+// mark_ip's untagged copy, called (qm_rule4, qm_rule6) from the others.
+// One copy per family: with `v6` a constant, no pointer moves by a
+// family-dependent offset, which the verifier refuses without CAP_PERFMON
+// when it is a constant on one path and not on another.
+static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6) {
+    if (!f) return 0;  // (a global function's pointer argument may be NULL)
+    __u32 slot = who & 1, in = (who >> 2) & (QM_MAX_IN - 1), ingress = who >> 8;
+    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
+    if (!t) return 0;
+    __u32 r = qm_classify(t, slot, v6, f, ingress);
+    struct qm_frule *rule = 0;
     if (r) {
         __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-        struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
-        if (!rule || !rule->connection) return r;
+        rule = bpf_map_lookup_elem(&qm_frules, &rk);
+        if (!rule) return 0;
     }
-    __u32 w[10];
-    __u32 k = qm_flow_key(&f, v6, w);
-    struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &k);
-    if (!e) return r;
-    __u32 epoch = c->epoch & 0xffff;
-    if (r) {
-        __u32 tag = r | epoch << 16;
-        if (e->tag != tag || !qm_same_key(e, w)) {
-            // Not atomic: two CPUs writing one slot at once for two flows
-            // may leave a mixed key, which matches no packet of either.
+    // The connection table only when a rule keeps its connection and the
+    // matched rule (if any) does (not `connection: false`).
+    if (t->c.track && (!rule || rule->connection)) {
+        __u64 k[5];
+        __u32 key = qm_flow_key(f, v6, k);
+        struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &key);
+        if (e) {
+            __u32 epoch = t->c.epoch & 0xffff;
+            if (r) {
+                __u32 tag = r | epoch << 16;
+                if (e->tag != tag || !qm_same_key(e, k)) {
+                    // Not atomic: two CPUs writing one slot at once for two
+                    // flows may leave a mixed key, which matches no packet of either.
+                    __u64 *q = (__u64 *)e->w;
 #pragma unroll
-            for (int i = 0; i < 10; i++) e->w[i] = w[i];
-            e->tag = tag;
+                    for (int i = 0; i < 5; i++) q[i] = k[i];
+                    e->tag = tag;
+                }
+            } else {
+                __u32 tag = e->tag;
+                if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
+                    r = tag & 0xffff;
+                    __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+                    rule = bpf_map_lookup_elem(&qm_frules, &rk);
+                }
+            }
         }
-        return r;
     }
-    __u32 tag = e->tag;
-    if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, w)) return tag & 0xffff;
-    return 0;
+    if (!r || !rule) return 0;
+    __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+    struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
+    if (!rc) return 0;
+    rc->packets += 1;  // per-CPU: no atomic needed
+    rc->bytes += bytes;
+    return (r & 0xffff) | (__u32)(rule->cell[in] % QM_CELLS) << 16;
 }
+
+__noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 0); }
+
+__noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
 // same state machine, docs/CLASSIFY.md the semantics):
@@ -669,9 +731,8 @@ __noinline int qm_behaviour(struct __sk_buff *skb, struct qm_fields *fp, __u32 w
     __u32 off = where & 0xffff, v6 = where >> 16, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
-    struct qm_fields f;
-    if (fp) f = *fp;
-    else if (!qm_parse(skb, off, v6, &f)) return 0;
+    if (!fp) return 0;  // fields mark_ip could not read: not a flow
+    struct qm_fields f = *fp;
     // FlowKey's words, without the hash (the LRU map hashes the key itself).
     struct qm_bkey k;
     int swap = 0, decided = 0;
@@ -740,8 +801,13 @@ struct vlan_hdr_qm {
 
 // Marks the IP packet whose header starts at `off` (a constant in each
 // inlined copy: without CAP_PERFMON the verifier refuses packet pointers
-// moved by a register, however bounded).
-static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto) {
+// moved by a register, however bounded). `inline_rules`: the flow-rule code
+// inlined (the untagged copy) rather than called (qm_rule4, qm_rule6: the
+// tagged copies). A BPF-to-BPF call cost about 10 ns a packet here
+// (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
+// goes through a return thunk), a third of the rules' budget; inlined in all
+// four copies, the program exceeds the verifier's 1M-instruction limit.
+static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules) {
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
     int v6;
@@ -777,8 +843,8 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
     // in is 0 without an ingress interface, but a 0 the verifier cannot
-    // see (qm_launder(g) - g): rule->cell[in] below moves a map-value pointer
-    // by in, which without CAP_PERFMON must be a non-constant on every path.
+    // see (qm_launder(g) - g): a constant on one path and not on another
+    // would have the verifier walk the inlined rule code once for each.
     __u32 in = qm_launder(g) - g, out = 0;
     if (in_if) {
         struct qm_policy *p = policy(&qm_ingress, &qm_ingress_hash, in_if);
@@ -791,19 +857,24 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
     __u32 r = 0;
-    // Read once for the rules and flow behaviour (0 when neither is on).
+    // Read once for the rules and flow behaviour (neither on: not read).
     struct qm_fields f;
-    int parsed = (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) && qm_parse_fast(skb, off, v6, &f);
+    int have = 0;
+    if (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) {
+        have = qm_parse_fast(skb, off, v6, &f);
+        if (!have) {
+            // Every byte written: without CAP_PERFMON the verifier refuses
+            // passing stack it cannot prove initialised.
+            __builtin_memset(&f, 0, sizeof f);
+            have = qm_parse_slow(skb, &f, off | v6 << 16);
+        }
+    }
     if (g & QM_GEN_RULES) {
-        r = qm_rule(skb, parsed ? &f : 0, off | v6 << 16, slot | ingress_class << 1);
-        if (r) {
-            __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-            struct qm_frule *rule = bpf_map_lookup_elem(&qm_frules, &rk);
-            struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
-            if (!rule || !rc) return TC_ACT_OK;
-            rc->packets += 1;  // per-CPU: no atomic needed
-            rc->bytes += skb->len - off;  // the IP packet, as nfqueue counts it
-            index = index - dscp + QM_RULE_BASE + rule->cell[in & (QM_MAX_IN - 1)] % 24;
+        if (have) {
+            __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
+            if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
+            else r = v6 ? qm_rule6(&f, who, bytes) : qm_rule4(&f, who, bytes);
+            if (r) index = index - dscp + QM_RULE_BASE + (r >> 16) % QM_CELLS;
         }
     }
     struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
@@ -817,7 +888,7 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
     if (g & QM_GEN_BEHAVE) {
-        __u32 b = qm_behaviour(skb, parsed ? &f : 0, off | v6 << 16, (e->cell % 24) | slot << 8);
+        __u32 b = qm_behaviour(skb, have ? &f : 0, off | v6 << 16, (e->cell % 24) | slot << 8);
         if (b) {
             index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
             e = bpf_map_lookup_elem(&qm_table, &index);
@@ -868,17 +939,17 @@ int qosmap_egress(struct __sk_buff *skb) {
     __be16 proto = skb->protocol;
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
-    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto);
+    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto, 1);
     struct vlan_hdr_qm *v = data + ETH_HLEN;
     if ((void *)(v + 2) > end) {
         if ((void *)(v + 1) > end) return TC_ACT_OK;
         return v->proto == bpf_htons(ETH_P_8021Q) || v->proto == bpf_htons(ETH_P_8021AD)
                    ? TC_ACT_OK
-                   : mark_ip(skb, ETH_HLEN + 4, v->proto);
+                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0);
     }
     if (v[0].proto != bpf_htons(ETH_P_8021Q) && v[0].proto != bpf_htons(ETH_P_8021AD))
-        return mark_ip(skb, ETH_HLEN + 4, v[0].proto);
-    return mark_ip(skb, ETH_HLEN + 8, v[1].proto);
+        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0);
+    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0);
 }
 
 

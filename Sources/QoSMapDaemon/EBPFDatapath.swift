@@ -56,7 +56,7 @@ public final class EBPFDatapath: Service, Sendable {
         /// ``EBPFDatapath/ingressProgramName``.
         let ingressProgram: BPFProgram
         /// The flow rules' maps (`qm_f*`) and the connection table (`qm_flows`).
-        let fconf, fsmall, fports, faddr4, faddr6, fcross, frules, frcount, flows: BPFMap
+        let fslot, faddr4, faddr6, frules, frcount, flows: BPFMap
     }
 
     struct State: Sendable {
@@ -109,9 +109,8 @@ public final class EBPFDatapath: Service, Sendable {
             ingressHash: try object.map(named: "qm_ingress_hash"),
             egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: "qm_config"),
             ingressProgram: try object.program(named: ingressProgramName),
-            fconf: try object.map(named: "qm_fconf"), fsmall: try object.map(named: "qm_fsmall"),
-            fports: try object.map(named: "qm_fports"), faddr4: try object.map(named: "qm_faddr4"),
-            faddr6: try object.map(named: "qm_faddr6"), fcross: try object.map(named: "qm_fcross"),
+            fslot: try object.map(named: "qm_fslot"), faddr4: try object.map(named: "qm_faddr4"),
+            faddr6: try object.map(named: "qm_faddr6"),
             frules: try object.map(named: "qm_frules"), frcount: try object.map(named: "qm_frcount"),
             flows: try object.map(named: "qm_flows"))
     }
@@ -427,16 +426,11 @@ public final class EBPFDatapath: Service, Sendable {
     static func writeFlows(_ f: EBPFFlowTables, slot: Int, epoch: UInt32, _ maps: Maps) throws(BPFError) {
         var config = f.config
         config.epoch = epoch
-        try maps.fconf.update(UInt32(slot), config)
-        try maps.fsmall.update(UInt32(slot), bytes: f.small)
-        let portBase = UInt32(slot * f.ports.count)
-        try maps.fports.update(keys: f.ports.indices.map { portBase + UInt32($0) }, values: f.ports)
+        try maps.fslot.update(UInt32(slot), bytes: withUnsafeBytes(of: config) { Array($0) } + f.body)
         for field in 0..<2 {
             try maps.faddr4.update(UInt32(slot * 2 + field), bytes: f.addresses4[field])
             try maps.faddr6.update(UInt32(slot * 2 + field), bytes: f.addresses6[field])
         }
-        let crossBase = UInt32(slot * EBPFFlowLayout.crossEntries / EBPFFlowLayout.classesPerWord)
-        try maps.fcross.update(keys: f.cross.indices.map { crossBase + UInt32($0) }, values: f.cross)
         let ruleBase = UInt32(slot * EBPFFlowLayout.maxRules)
         try maps.frules.update(keys: f.rules.indices.map { ruleBase + UInt32($0) }, values: f.rules)
     }

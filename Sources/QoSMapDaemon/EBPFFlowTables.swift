@@ -16,11 +16,9 @@ public enum EBPFFlowLayout {
     public static let ruleBase = 80
     /// `QM_GEN_RULES`: the bit of `qm_gen` that says the active slot has rules.
     public static let genRules: UInt32 = 2
-    /// 16-bit classes packed in one 64-bit word of `qm_fports` and `qm_fcross`.
-    public static let classesPerWord = 4
 }
 
-/// `struct qm_fconf`.
+/// `struct qm_fconf`, the head of a slot's `struct qm_fslot`.
 struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     var track: UInt32 = 0
     var epoch: UInt32 = 0
@@ -28,9 +26,13 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     var n: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
     var base: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
     var width: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
+    /// The class of every address where the count in `n` is 1 (the program
+    /// then neither searches nor reads `qm_faddr*`).
+    var addr0: (UInt16, UInt16, UInt16, UInt16) = (0, 0, 0, 0)
 
     static func == (a: Self, b: Self) -> Bool {
         a.track == b.track && a.epoch == b.epoch && a.n == b.n && a.base == b.base && a.width == b.width
+            && a.addr0 == b.addr0
     }
 }
 
@@ -57,16 +59,14 @@ struct EBPFRuleCount: BitwiseCopyable {
 /// nfqueue path runs, so both decide with the same tables.
 struct EBPFFlowTables: Sendable {
     var config = EBPFFlowConfig()
-    /// `struct qm_fsmall`: class by protocol, then by DSCP, little-endian u16.
-    var small: [UInt8]
-    /// `qm_fports` words of one slot: source ports, then destination ports.
-    var ports: [UInt64]
+    /// `struct qm_fslot` after its config: class by protocol, by DSCP, by
+    /// source port, by destination port, then the six cross tables
+    /// (`QM_CROSS` entries, the rest 0), u16 in host order as the map holds them.
+    var body: [UInt8]
     /// `struct qm_faddr4` for source, destination.
     var addresses4: [[UInt8]]
     /// `struct qm_faddr6` for source, destination.
     var addresses6: [[UInt8]]
-    /// The six cross tables, concatenated, four classes a word.
-    var cross: [UInt64]
     /// `qm_frules` of one slot.
     var rules: [EBPFRule]
     /// The rules' names (the counters' labels).
@@ -78,16 +78,6 @@ struct EBPFFlowTables: Sendable {
     /// Compiles `flows` for ingress policies `ins` (``EBPFTables``' order).
     init(_ flows: FlowRuntime, ingress ins: [MarkingPolicy]) {
         let c = flows.classifier
-        func pack(_ v: [UInt16]) -> [UInt64] {
-            stride(from: 0, to: v.count, by: 4).map { i in
-                var w: UInt64 = 0
-                for j in 0..<4 where i + j < v.count { w |= UInt64(v[i + j]) << UInt64(16 * j) }
-                return w
-            }
-        }
-        func le16(_ v: [UInt16]) -> [UInt8] { v.flatMap { [UInt8($0 & 0xff), UInt8($0 >> 8)] } }
-        small = le16(c.protocolClass + c.dscpClass)
-        ports = pack(c.sourcePortClass) + pack(c.destinationPortClass)
         // The classifier searches all 4,096 starts: the padding is all-ones
         // with the last interval's class, so an address at or above the last
         // start gets that class wherever the search ends.
@@ -136,6 +126,9 @@ struct EBPFFlowTables: Sendable {
             UInt32(c.source4.starts.count), UInt32(c.destination4.starts.count),
             UInt32(c.source6.starts.count), UInt32(c.destination6.starts.count)
         )
+        config.addr0 = (
+            c.source4.classes[0], c.destination4.classes[0], c.source6.classes[0], c.destination6.classes[0]
+        )
         var all: [UInt16] = []
         var bases: [UInt32] = []
         var widths: [UInt32] = []
@@ -146,7 +139,10 @@ struct EBPFFlowTables: Sendable {
         }
         config.base = (bases[0], bases[1], bases[2], bases[3], bases[4], bases[5])
         config.width = (widths[0], widths[1], widths[2], widths[3], widths[4], widths[5])
-        cross = pack(all)
+        all += [UInt16](repeating: 0, count: EBPFFlowLayout.crossEntries - all.count)
+        let classes =
+            c.protocolClass + c.dscpClass + c.sourcePortClass + c.destinationPortClass + all
+        body = classes.withUnsafeBytes { Array($0) }
         config.track = flows.connections == nil ? 0 : 1
         rules = flows.rules.map { rule in
             var r = EBPFRule()
@@ -169,6 +165,8 @@ enum EBPFLayoutSizes {
     static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8
     /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`.
     static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8
-    /// `struct qm_fsmall`.
-    static let fsmall = 2 * (256 + 64)
+    /// `struct qm_fslot`: the config, then u16 classes by protocol, DSCP,
+    /// source and destination port, then the cross tables.
+    static let fslot =
+        MemoryLayout<EBPFFlowConfig>.size + 2 * (256 + 64 + 2 * 65536 + EBPFFlowLayout.crossEntries)
 }

@@ -15,10 +15,20 @@ guard args.count >= 2, let nullBytes = FileManager.default.contents(atPath: args
 }
 let repeatCount = args.count > 2 ? UInt32(args[2]) ?? 1_000_000 : 1_000_000
 let rounds = args.count > 3 ? Int(args[3]) ?? 5 : 5
-/// QOSMAP_BPF_OBJECT: a build of Bpf/qosmap.bpf.c to measure instead of the embedded one.
-let object = ProcessInfo.processInfo.environment["QOSMAP_BPF_OBJECT"].flatMap {
-    FileManager.default.contents(atPath: $0).map { [UInt8]($0) }
+/// QOSMAP_BPF_OBJECT: builds of Bpf/qosmap.bpf.c to measure instead of the
+/// embedded one, separated by `:`; several are run in turn within each round
+/// (an A/B comparison that one burst of machine load hits alike).
+let objectPaths = ProcessInfo.processInfo.environment["QOSMAP_BPF_OBJECT"].map {
+    $0.split(separator: ":").map(String.init)
 }
+let objects: [(String, [UInt8]?)] =
+    objectPaths?.map { path in
+        guard let d = FileManager.default.contents(atPath: path) else {
+            FileHandle.standardError.write(Data("qosmap-bench-ebpf: cannot read \(path)\n".utf8))
+            exit(66)
+        }
+        return ((path as NSString).lastPathComponent, [UInt8](d))
+    } ?? [("", nil)]
 /// QOSMAP_BENCH_CASES: only the configs whose name contains this.
 let only = ProcessInfo.processInfo.environment["QOSMAP_BENCH_CASES"]
 
@@ -100,14 +110,17 @@ do {
     // Port 10350 is rule port50's; 198.18.125.130 / fd00:1f4::2 are net500's.
     let v4dst: [UInt8] = [198, 18, 125, 130]
     let v6dst: [UInt8] = [0xFD, 0, 0x01, 0xF4] + [UInt8](repeating: 0, count: 11) + [2]
-    print("repeat \(repeatCount), median of \(rounds) rounds; ns per run")
-    print("| case | family | packet | ns | empty program ns | over empty |")
-    print("|---|---|---|---|---|---|")
+    print("repeat \(repeatCount), median of \(rounds) rounds (min in brackets); ns per run")
+    let objectColumn = objects.count > 1 ? " object |" : ""
+    print("| case | family | packet |\(objectColumn) ns | empty program ns | over empty |")
+    print("|---|---|---|\(objects.count > 1 ? "---|" : "")---|---|---|")
     for (name, text) in configs where only.map({ name.contains($0) }) ?? true {
         let snapshot = try PolicySnapshot(
             config: DaemonConfig.parse(text, file: "bench.yaml"), generation: 0,
             systemDirectory: "/nonexistent")
-        let bench = try EBPFTestBench(snapshot, interfaces: ["in1": 2, "out1": 1], object: object)
+        let benches = try objects.map {
+            try EBPFTestBench(snapshot, interfaces: ["in1": 2, "out1": 1], object: $0.1)
+        }
         for v6 in [false, true] {
             var cases: [(String, [UInt8])] = [
                 ("port rule hit", frame(v6: v6, dst: v6 ? v6dst : v4dst, port: 10350)),
@@ -121,26 +134,34 @@ do {
                 cases = [("rewrite", cases[0].1)]
             }
             for (what, f) in cases {
-                var ns: [Double] = []
+                var ns = [[Double]](repeating: [], count: benches.count)
                 var base: [Double] = []
                 for _ in 0..<rounds {
                     base.append(
                         Double(try nullProgram.testRun(packet: f, repeat: repeatCount).averageNanoseconds))
-                    ns.append(
-                        Double(try bench.run(f, ingressIfindex: 2, repeat: repeatCount).averageNanoseconds))
+                    for (i, bench) in benches.enumerated() {
+                        ns[i].append(
+                            Double(
+                                try bench.run(f, ingressIfindex: 2, repeat: repeatCount).averageNanoseconds))
+                    }
                 }
-                let m = median(ns)
                 let b = median(base)
-                print(
-                    "| \(name) | IPv\(v6 ? 6 : 4) | \(what) | \(String(format: "%.1f", m)) | \(String(format: "%.1f", b)) | \(String(format: "%+.1f", m - b)) |"
-                )
+                let bmin = base.min() ?? 0
+                for (i, v) in ns.enumerated() {
+                    let m = median(v)
+                    let column = objects.count > 1 ? " \(objects[i].0) |" : ""
+                    let low = v.min() ?? 0
+                    print(
+                        "| \(name) | IPv\(v6 ? 6 : 4) | \(what) |\(column) \(String(format: "%.1f", m)) (\(String(format: "%.0f", low))) | \(String(format: "%.1f", b)) (\(String(format: "%.0f", bmin))) | \(String(format: "%+.1f", m - b)) (\(String(format: "%+.0f", low - bmin))) |"
+                    )
+                }
             }
         }
-        if name.hasPrefix("flow behaviour") {
+        if name.hasPrefix("flow behaviour"), let bench = benches.first {
             let c = try bench.behaviourCounts()
             print("  (flows tracked \(c[0]), demoted \(c[2]), promoted \(c[3]))")
         }
-        if name.contains("rules"), name != "no rules" {
+        if name.contains("rules"), name != "no rules", let bench = benches.first {
             let hit = try bench.ruleCounts().enumerated().filter { $0.element.packets > 0 }.map { $0.offset }
             print("  (rules that counted packets: \(hit.count))")
         }
