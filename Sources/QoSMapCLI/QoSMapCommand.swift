@@ -116,14 +116,15 @@ public struct QoSMapCommand: ParsableCommand {
         var path = ""
         for token in arguments {
             if subs.isEmpty || token.hasPrefix("-") || token == "help" { return nil }
-            var names: [String] = []
-            var found: (any ParsableCommand.Type)?
-            for sub in subs {
-                let name = sub._commandName
-                names.append(name)
-                if name == token || sub.configuration.aliases.contains(token) { found = sub }
-            }
-            guard let found else {
+            // Stops at the match, as ArgumentParser does: each subcommand's
+            // `configuration` is built on first use (Lint's and Explain's
+            // interpolate tables), and a lookup needs only its own.
+            guard
+                let found = subs.first(where: {
+                    $0._commandName == token || $0.configuration.aliases.contains(token)
+                })
+            else {
+                let names = subs.map { $0._commandName }
                 let of = path.isEmpty ? "" : " of '\(path)'"
                 return "unknown subcommand '\(token)'\(of); allowed: \(names.joined(separator: ", "))"
             }
