@@ -67,6 +67,12 @@ struct NFTFlowRules {
                 )
             }
         }
+        if !set.behaviour.isEmpty {
+            let at = set.behaviour.position.map { "\($0.file):\($0.line):\($0.column): " } ?? ""
+            out.append(
+                "\(at)classify.flows cannot be exported: nft meters are not exact (no one-second buckets, byte count with hold, or packet-size average as qosmapd keeps); allowed: no flows: in a config for export nft (qosmapd's nfqueue and ebpf datapaths apply it)"
+            )
+        }
         // conntrack attaches a connection at output priority -200
         // (NF_IP_PRI_CONNTRACK); an earlier chain has none to mark.
         if set.tracksConnections, hooks.contains("output"), priority <= -200 {

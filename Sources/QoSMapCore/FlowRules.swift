@@ -298,6 +298,8 @@ public struct FlowRuleSet: Hashable, Sendable {
     public var connectionMarkMask: UInt32
     /// `dns:`: where and how addresses are learned for `dns:` rules.
     public var dns = DNSLearningSettings()
+    /// `flows:`: bulk demotion and interactive promotion (``FlowBehaviour``).
+    public var behaviour = FlowBehaviour()
 
     /// The default `connection-mark-mask`: 12 bits, up to 4,095 rules.
     public static let defaultConnectionMarkMask: UInt32 = 0x0FFF_0000

@@ -136,6 +136,13 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
             max-addresses: 100000  # learned addresses kept at most; when full the soonest to expire is evicted
             min-ttl: 60          # seconds an address is kept at least after a reply, whatever its TTL
             max-ttl: 86400       # seconds an address is kept at most after a reply, whatever its TTL
+          flows: {}              # flow behaviour, after rules and trust (docs/CLASSIFY.md; not with export nft):
+                                 #   bulk: {packets-per-second: 100, bytes: 10000000, hold: 5,
+                                 #          set: {class: BE, color: yellow}}  (above either: demoted until
+                                 #          hold s after; packets = GSO segments per 1 s bucket, bytes since idle > hold)
+                                 #   interactive: {max-average-size: 200, set: {class: AF4}}  (EWMA avg=(7avg+len)/8 <= max;
+                                 #          bulk wins when both hold)
+                                 #   apply-to: [EF, AF4, AF3]  (classes rules/trust give that are checked; default all but BE)
         rules:
           mode: external         # external: your own iptables -j NFQUEUE rules (fail-open cannot be counted);
                                  # install: qosmapd adds, replaces (SIGHUP) and removes its own v4+v6 rules
@@ -325,6 +332,16 @@ struct ConfigParser {
                 carryMaskNode ?? root,
                 "pcp-carry-mask \(hex(config.ebpfCarryMask)) overlaps actions.mark mask \(hex(mark.mask)); allowed: disjoint bits"
             )
+        }
+        if config.datapath == .ebpf, let at = config.classify.behaviour.position,
+            !config.classify.behaviour.isEmpty
+        {
+            // The classifier's flow-behaviour code (branch history: 8bb8bca)
+            // takes the reworked program past the verifier's limit without
+            // CAP_PERFMON; refuse rather than ignore it.
+            error(
+                .scalar(.init("flows", mark: Mark(line: at.line, column: at.column))),
+                "classify.flows is not implemented on datapath ebpf yet; allowed: datapath: nfqueue")
         }
         if !config.classify.isEmpty {
             do {

@@ -74,6 +74,8 @@ public final class EBPFDatapath: Service, Sendable {
         var egressSlots: [Int32: EBPFPolicySlots] = [:]
         /// Counter sums at the last flush.
         var lastCounts = [UInt64](repeating: 0, count: EBPFLayout.counterEntries)
+        /// `qm_bcount` sums at the last flush.
+        var lastBehaviourCounts: [UInt64] = [0, 0, 0, 0]
         /// Per slot: the rule names its counters are for, and their packet
         /// and byte sums at the last flush (or when the slot was written).
         var ruleNames: [[String]] = [[], []]
@@ -180,6 +182,16 @@ public final class EBPFDatapath: Service, Sendable {
                 return false
             }
         }
+        let behaviour = snapshot.config.classify.behaviour
+        if !behaviour.isEmpty {
+            do {
+                try EBPFBehaviour.write(
+                    behaviour, slot: next, epoch: UInt32(truncatingIfNeeded: snapshot.generation), maps)
+            } catch {
+                logger.error("cannot write the flow behaviour", metadata: ["error": "\(error)"])
+                return false
+            }
+        }
         var wanted: [String: Int32] = [:]
         for name in snapshot.config.interfaces.keys.sorted() {
             let index = Int32(bitPattern: if_nametoindex(name))
@@ -278,7 +290,9 @@ public final class EBPFDatapath: Service, Sendable {
         }
         do {
             try maps.gen.update(
-                UInt32(0), UInt32(next) | (tables.flows == nil ? 0 : EBPFFlowLayout.genRules))
+                UInt32(0),
+                UInt32(next) | (tables.flows == nil ? 0 : EBPFFlowLayout.genRules)
+                    | (behaviour.isEmpty ? 0 : EBPFBehaviour.genBehave))
         } catch {
             logger.error("cannot switch tables", metadata: ["error": "\(error)"])
             undo()
@@ -389,6 +403,13 @@ public final class EBPFDatapath: Service, Sendable {
                     : (key / EBPFLayout.outcomesPerCell, key % EBPFLayout.outcomesPerCell)
                 guard outcome < PacketOutcome.caseCount else { continue }
                 counts.byTreatment[cell * PacketOutcome.caseCount + outcome] += Int(delta)
+            }
+            if let maps = s.maps, let now = try? EBPFBehaviour.counts(maps), now.count == 4 {
+                let d = zip(now, s.lastBehaviourCounts).map { Int(truncatingIfNeeded: $0 &- $1) }
+                counts.flows.tracked = d[0]
+                counts.flows.demoted = d[2]
+                counts.flows.promoted = d[3]
+                s.lastBehaviourCounts = now
             }
             // Both slots: packets that read the old slot just before a flip count under its rules.
             for slot in 0..<2 where !s.ruleNames[slot].isEmpty {

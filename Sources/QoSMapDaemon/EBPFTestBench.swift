@@ -8,6 +8,7 @@ import QoSMapCore
 public struct EBPFTestBench {
     let maps: EBPFDatapath.Maps
     let tables: EBPFTables
+    let behaviour: FlowBehaviour
 
     /// Loads the embedded classifier and writes `snapshot`'s tables;
     /// `interfaces` gives the ifindex the runs use for interface names
@@ -18,10 +19,15 @@ public struct EBPFTestBench {
     public init(_ snapshot: PolicySnapshot, interfaces: [String: UInt32], object: [UInt8]? = nil) throws {
         tables = try EBPFTables(snapshot)
         maps = try EBPFDatapath.loadObject(object)
+        behaviour = snapshot.config.classify.behaviour
         let keys = tables.entries.keys.sorted()
         try maps.table.update(keys: keys.map { UInt32($0) }, values: keys.map { tables.entries[$0]! })
         if let flows = tables.flows { try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps) }
-        try maps.gen.update(UInt32(0), tables.flows == nil ? 0 : EBPFFlowLayout.genRules)
+        if !behaviour.isEmpty { try EBPFBehaviour.write(behaviour, slot: 0, epoch: 1, maps) }
+        try maps.gen.update(
+            UInt32(0),
+            (tables.flows == nil ? 0 : EBPFFlowLayout.genRules)
+                | (behaviour.isEmpty ? 0 : EBPFBehaviour.genBehave))
         for (name, ifindex) in interfaces {
             var input = EBPFPolicySlots()
             input[0] = (tables.ingress[name] ?? 0) | UInt32(tables.flows?.ingressClass[name] ?? 0) << 16
@@ -44,6 +50,16 @@ public struct EBPFTestBench {
         try maps.program.testRun(
             packet: frame, ifindex: ifindex, ingressIfindex: ingressIfindex, repeat: count)
     }
+
+    /// Makes the classifier read `nanoseconds` as the time (0: its clock),
+    /// for `classify.flows` (BPF_PROG_TEST_RUN cannot set the clock).
+    public func setTime(_ nanoseconds: UInt64) throws(BPFError) {
+        try EBPFBehaviour.write(behaviour, slot: 0, epoch: 1, testNow: nanoseconds, maps)
+    }
+
+    /// `classify.flows` counters so far (all CPUs): tracked, evicted (not
+    /// counted on ebpf: 0), demoted, promoted.
+    public func behaviourCounts() throws(BPFError) -> [UInt64] { try EBPFBehaviour.counts(maps) }
 
     /// Packets and bytes each rule counted so far (all CPUs).
     public func ruleCounts() throws(BPFError) -> [(packets: UInt64, bytes: UInt64)] {

@@ -40,6 +40,8 @@ public final class DaemonMetrics: Sendable {
     public let lastReloadTimestamp: Gauge
     /// 1 when the last reload succeeded, 0 when it failed.
     public let lastReloadSuccess: Gauge
+    /// The flow-behaviour counters (`qosmapd_flows_*`).
+    public let flows: FlowBehaviourMetrics
     private let factory: any MetricsFactory
     private let bound = Atomic<Int>(0)
     private let kernel = Mutex<[UInt16: KernelQueueMetrics]>([:])
@@ -58,6 +60,7 @@ public final class DaemonMetrics: Sendable {
     /// Creates the counters with `factory` (the bootstrapped backend by default).
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
+        flows = FlowBehaviourMetrics(factory: factory)
         var packets: [Counter] = []
         for t in Treatment.allCells {
             for o in PacketOutcome.allCases {
@@ -196,6 +199,7 @@ public final class DaemonMetrics: Sendable {
             }
             counts.ruleTouched = false
         }
+        flows.flush(&counts.flows)
     }
 
     /// Adds what a queue's verdict statistics gained since `last`, then

@@ -20,6 +20,8 @@ public struct PacketCounts: Sendable {
     public var ruleNames: [String] = []
     /// Whether any rule count is not zero (flushing skips the scan otherwise).
     public var ruleTouched = false
+    /// Flow-behaviour table events (`classify.flows`).
+    public var flows = FlowBehaviourCounts()
 
     /// Creates zero counts.
     public init() {}

@@ -18,6 +18,8 @@ public struct PacketPipeline {
     private var names: [UInt32: String] = [:]
     /// The flow rules' ingress class by input ifindex.
     private var ingressClasses: [UInt32: UInt16] = [:]
+    /// Egress MTUs by ifindex, for GSO packets' segment counts (`classify.flows`).
+    private var mtus: [UInt32: Int] = [:]
     private let interfaceName: (UInt32) -> String?
     private let links: (() -> Int)?
 
@@ -59,6 +61,7 @@ public struct PacketPipeline {
             policies.removeAll(keepingCapacity: true)
             names.removeAll(keepingCapacity: true)
             ingressClasses.removeAll(keepingCapacity: true)
+            mtus.removeAll(keepingCapacity: true)
             if snapshot.generation != generation {
                 counts.resetRules(snapshot.flows?.rules.map(\.name) ?? [])
             }
@@ -79,6 +82,15 @@ public struct PacketPipeline {
         let c = name(index).flatMap { flows.classifier.ingressClass[$0] } ?? 0
         ingressClasses[index] = c
         return c
+    }
+
+    /// The egress interface's MTU (``FlowBehaviourTable/assumedMTU`` when unknown), cached.
+    private mutating func mtu(_ packet: QueuedPacket) -> Int {
+        guard let index = packet.outputInterface else { return FlowBehaviourTable.assumedMTU }
+        if let m = mtus[index] { return m }
+        let m = name(index).flatMap(FlowBehaviourTable.systemMTU) ?? FlowBehaviourTable.assumedMTU
+        mtus[index] = m
+        return m
     }
 
     /// Decides one packet; may rewrite its payload in place. With `rules:
@@ -110,6 +122,24 @@ public struct PacketPipeline {
             ruled = flows.rules[index].action.treatment(ingress: policy.ingress)
             // The packet's length as sent, not the copy's (mark-only queues 128 bytes).
             counts.countRule(index, bytes: Int(packet.capturedLength ?? UInt32(payload.count)))
+        }
+        // Flow behaviour (classify.flows) replaces the class rules or trust gave.
+        if let table = snapshot.behaviour,
+            let fields = PacketFlow.fields(UnsafeRawBufferPointer(payload), format: .ip)
+        {
+            let base =
+                ruled
+                ?? PacketMarker.classify(UnsafeRawBufferPointer(payload), format: .ip, policy: policy)
+                .treatment
+            let length = Int(packet.capturedLength ?? UInt32(payload.count))
+            let gso = packet.skbInfo?.contains(.gso) ?? false
+            let segments = FlowBehaviourTable.segments(
+                UnsafeRawBufferPointer(payload), length: length, gso: gso, mtu: gso ? mtu(packet) : 0)
+            if let t = table.treatment(
+                fields, base: base, length: length, segments: segments, counts: &counts.flows)
+            {
+                ruled = t
+            }
         }
         let result: RemarkResult
         if let ruled {

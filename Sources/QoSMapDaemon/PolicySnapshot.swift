@@ -26,6 +26,8 @@ public final class PolicySnapshot: Sendable {
     let outbound: [String: DSDomain]
     /// The `classify:` rules compiled, nil when there are none.
     public let flows: FlowRuntime?
+    /// The `classify.flows` table (new with each snapshot), nil when not configured.
+    public let behaviour: FlowBehaviourTable?
 
     /// The system table directory, as the CLI's: `/etc/qosmap/domains.d`, or
     /// `QOSMAP_DOMAINS_DIR` when set (for tests and packagers).
@@ -74,6 +76,7 @@ public final class PolicySnapshot: Sendable {
         }
         inbound = ins
         outbound = outs
+        behaviour = config.classify.behaviour.isEmpty ? nil : FlowBehaviourTable(config.classify.behaviour)
         if config.classify.isEmpty {
             flows = nil
         } else if let compiled = config.classifier {

@@ -6,7 +6,7 @@ package import QoSMapYAML
 /// command that takes `--config` read it through ``MarkingConfigReader``.
 extension MarkingConfigReader {
     /// The keys of `classify:`.
-    package static let classifyKeys = ["sets", "rules", "connection-mark-mask", "dns"]
+    package static let classifyKeys = ["sets", "rules", "connection-mark-mask", "dns", "flows"]
     /// The keys of one rule.
     package static let ruleKeys = ["name", "match", "set", "connection"]
     /// The keys of a rule's `match:`.
@@ -59,6 +59,7 @@ extension MarkingConfigReader {
                         result.connectionMarkMask = mask
                     }
                 }
+            case "flows": result.behaviour = flows(v)
             case "rules":
                 var names: [String: Node] = [:]
                 // `rules: []` is no rule at all, as the embedded default writes it.

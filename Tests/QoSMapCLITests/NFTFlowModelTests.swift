@@ -585,6 +585,10 @@ struct NFTFlowModelTests {
                 "classify:\n  rules:\n    - name: q\n      match: {ingress: ['a\"b'], protocol: tcp}\n      set: {class: AF2}\n",
                 [], "q.yaml:3:7: rule 'q': interface name 'a\"b' cannot be written as an nft string;"
             ),
+            (
+                "classify:\n  flows:\n    bulk: {packets-per-second: 100, hold: 5, set: {class: BE, color: yellow}}\n",
+                [], "q.yaml:3:5: classify.flows cannot be exported: nft meters are not exact"
+            ),
         ] as [(String, [String], String)])
     func refusals(yaml: String, extra: [String], message: String) throws {
         let r = try Self.export(yaml, extra)

@@ -1,0 +1,139 @@
+import Metrics
+import QoSMapCore
+import QoSMapPacket
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A queue thread's flow-behaviour counts between flushes.
+public struct FlowBehaviourCounts: Sendable {
+    /// Flows that got an entry.
+    public var tracked = 0
+    /// Entries that replaced another flow's.
+    public var evicted = 0
+    /// Flows whose verdict became bulk.
+    public var demoted = 0
+    /// Flows whose verdict became interactive.
+    public var promoted = 0
+
+    /// Creates zero counts.
+    public init() {}
+
+    /// Adds what one packet's update did.
+    @inlinable
+    public mutating func count(_ e: FlowBehaviourEvent) {
+        if e.created { tracked &+= 1 }
+        if e.evicted { evicted &+= 1 }
+        if e.demoted { demoted &+= 1 }
+        if e.promoted { promoted &+= 1 }
+    }
+}
+
+/// `qosmapd_flows_tracked_total`, `_evicted_total`, `_demoted_total`,
+/// `_promoted_total` (docs/CLASSIFY.md).
+public final class FlowBehaviourMetrics: Sendable {
+    /// Flows that got an entry in the flow-behaviour table.
+    public let tracked: Counter
+    /// Entries that replaced another flow's (the table was full there).
+    public let evicted: Counter
+    /// Times a flow became bulk.
+    public let demoted: Counter
+    /// Times a flow became interactive.
+    public let promoted: Counter
+
+    /// Creates the counters with `factory`.
+    public init(factory: any MetricsFactory) {
+        tracked = Counter(label: "qosmapd_flows_tracked_total", factory: factory)
+        evicted = Counter(label: "qosmapd_flows_evicted_total", factory: factory)
+        demoted = Counter(label: "qosmapd_flows_demoted_total", factory: factory)
+        promoted = Counter(label: "qosmapd_flows_promoted_total", factory: factory)
+    }
+
+    /// Adds a thread's counts and zeroes them.
+    public func flush(_ c: inout FlowBehaviourCounts) {
+        if c.tracked != 0 { tracked.increment(by: Int64(c.tracked)) }
+        if c.evicted != 0 { evicted.increment(by: Int64(c.evicted)) }
+        if c.demoted != 0 { demoted.increment(by: Int64(c.demoted)) }
+        if c.promoted != 0 { promoted.increment(by: Int64(c.promoted)) }
+        c = FlowBehaviourCounts()
+    }
+}
+
+extension FlowBehaviourTable {
+    /// The MTU the nfqueue datapath assumes for a GSO packet's segments when
+    /// the egress interface's cannot be read (nfnetlink_queue passes neither
+    /// `gso_segs` nor `gso_size`).
+    public static let assumedMTU = 1500
+
+    /// The MTU of interface `name` (`SIOCGIFMTU`), nil when unknown.
+    public static func systemMTU(_ name: String) -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var ifr = ifreq()
+        let bytes = Array(name.utf8.prefix(Int(IF_NAMESIZE) - 1))
+        withUnsafeMutableBytes(of: &ifr.ifr_ifrn.ifrn_name) { b in
+            for (i, c) in bytes.enumerated() { b[i] = c }
+        }
+        guard ioctl(fd, UInt(SIOCGIFMTU), &ifr) == 0 else { return nil }
+        return Int(ifr.ifr_ifru.ifru_mtu)
+    }
+
+    /// The treatment for a packet of `fields` that rules or trust gave
+    /// `base`: the bulk or interactive one, or nil to keep `base` (a class
+    /// outside `apply-to` is not counted at all).
+    @inlinable
+    public func treatment(
+        _ fields: FlowFields, base: Treatment, length: Int, segments: UInt32,
+        counts: inout FlowBehaviourCounts
+    ) -> Treatment? {
+        guard behaviour.applies(to: base.serviceClass) else { return nil }
+        let fed = testNow.load(ordering: .relaxed)
+        let e = update(
+            fields.flowKey, length: UInt32(clamping: length), segments: segments,
+            now: fed == 0 ? FlowBehaviourTable.monotonicNanoseconds() : fed)
+        counts.count(e)
+        switch e.verdict {
+        case .none: return nil
+        case .bulk: return behaviour.bulk?.treatment
+        case .interactive: return behaviour.interactive?.treatment
+        }
+    }
+
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds, the clock the ebpf classifier
+    /// reads (`bpf_ktime_get_coarse_ns`): one-second buckets need no finer one.
+    public static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    /// The segments of a queued packet: 1, or for a GSO packet (`gso`) the
+    /// estimate ``FlowBehaviour/estimatedSegments(length:headerLength:mtu:)``
+    /// with the IP and TCP/UDP headers of `ip` and the egress `mtu`.
+    public static func segments(_ ip: UnsafeRawBufferPointer, length: Int, gso: Bool, mtu: Int = assumedMTU)
+        -> UInt32
+    {
+        guard gso, ip.count >= 20 else { return 1 }
+        var l4 = 0
+        var proto: UInt8 = 0
+        switch ip[0] >> 4 {
+        case 4:
+            l4 = Int(ip[0] & 0x0F) * 4
+            proto = ip[9]
+        case 6:
+            l4 = 40
+            proto = ip.count >= 40 ? ip[6] : 0
+        default: return 1
+        }
+        var header = l4
+        if proto == 6, ip.count >= l4 + 13 {
+            header += Int(ip[l4 + 12] >> 4) * 4
+        } else if proto == 17 {
+            header += 8
+        }
+        return FlowBehaviour.estimatedSegments(length: length, headerLength: header, mtu: mtu)
+    }
+}
