@@ -78,10 +78,22 @@ struct ChildResult {
     var stderr: [UInt8]
 }
 
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which the
+/// Glibc module does not export; looked up once (nil on an older C library:
+/// children then inherit what is not close-on-exec, as before).
+private typealias SpawnCloseFrom =
+    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+private let spawnCloseFrom: SpawnCloseFrom? = {
+    let name = "posix_spawn_file_actions_addclosefrom_np"
+    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) else { return nil }
+    return unsafeBitCast(sym, to: SpawnCloseFrom.self)
+}()
+
 /// Runs `path` with `arguments` (`posix_spawn`), standard input from `input`
 /// (or /dev/null), in this process's environment with default signal
 /// handling and no blocked signals, and waits for it; both output streams are
-/// read as they come (`poll`), so neither can fill and stall the child.
+/// read as they come (`poll`), so neither can fill and stall the child; the
+/// child inherits no descriptor above 2 (`posix_spawn_file_actions_addclosefrom_np`).
 ///
 /// `input` must fit in a pipe's buffer (it is written before the child
 /// starts, so no write blocks and none can raise SIGPIPE).
@@ -109,6 +121,10 @@ func runChild(_ path: String, _ arguments: [String], input: [UInt8]?) -> Result<
     }
     posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
     posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+    // Nothing else is inherited: a child that outlives us (a daemonizing
+    // program) must not keep our sockets open, e.g. the metrics listener,
+    // which would keep accepting connections after qosmapd closed it.
+    if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
