@@ -480,15 +480,12 @@ static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
 // `a`. The daemon pads the starts to QM_MAX_INTERVALS with all-ones (the
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
-// verifier cannot know, so it does not walk each of the 4,096 outcomes;
-// masked, so that it has the range of every later `lo` (its states then
-// match and prune: unmasked, the inlined search cost the verifier 280,000
-// more instructions).
+// verifier cannot know, so it does not walk each of the 4,096 outcomes.
 static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
-    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
+    __u32 lo = t->zero;
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
@@ -502,7 +499,7 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
-    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
+    __u32 lo = t->zero;
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
@@ -705,6 +702,142 @@ __noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm
 
 __noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
+// Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
+// same state machine, docs/CLASSIFY.md the semantics):
+//   qm_bconf   ARRAY[2] struct qm_bconf per slot: thresholds, the bulk and
+//              interactive cells, the classes checked, an epoch.
+//   qm_behave  LRU_HASH[65536] canonical 5-tuple (FlowKey's words) ->
+//              struct qm_bstate; the kernel evicts the least recently used.
+//   qm_bcount  PERCPU_ARRAY[4] flows tracked, (evicted: not seen), demoted, promoted.
+#define QM_GEN_BEHAVE 4u  // in qm_gen: the active slot has flow behaviour
+#define QM_B_BULK 1u
+#define QM_B_PPS 2u
+#define QM_B_BYTES 4u
+#define QM_B_INTER 8u
+
+struct qm_bconf {
+    __u64 bytes;
+    __u64 test_now;  // nonzero: the time (BPF_PROG_TEST_RUN cannot set the clock)
+    __u32 pps;
+    __u32 hold;
+    __u32 max_avg;
+    __u32 epoch;
+    __u8 bulk_cell;
+    __u8 inter_cell;
+    __u8 apply_to;  // one bit per class
+    __u8 flags;
+    __u32 pad;
+};
+
+struct qm_bstate {
+    __u32 second;
+    __u32 packets;
+    __u64 bytes;
+    __u32 bulk_until;
+    __u32 avg;
+    __u32 last;
+    __u32 epoch;
+};
+
+struct qm_bkey {
+    __u32 w[10];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, __u32);
+    __type(value, struct qm_bconf);
+} qm_bconf SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct qm_bkey);
+    __type(value, struct qm_bstate);
+} qm_behave SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 4);
+    __type(key, __u32);
+    __type(value, __u64);
+} qm_bcount SEC(".maps");
+
+static __always_inline void qm_bcount_add(__u32 i) {
+    __u64 *c = bpf_map_lookup_elem(&qm_bcount, &i);
+    if (c) *c += 1;
+}
+
+// The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
+// cell `cell` (0: keep it). where = off | v6 << 16, who = cell | slot << 8.
+__noinline int qm_behaviour(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
+    __u32 off = where & 0xffff, v6 = where >> 16, slot = (who >> 8) & 1, cell = who & 0xff;
+    struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
+    if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
+    if (!fp) return 0;  // fields mark_ip could not read: not a flow
+    struct qm_fields f = *fp;
+    // FlowKey's words, without the hash (the LRU map hashes the key itself).
+    struct qm_bkey k;
+    int swap = 0, decided = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (!decided && f.d[i] != f.s[i]) {
+            swap = f.d[i] < f.s[i];
+            decided = 1;
+        }
+    }
+    if (!decided) swap = f.dp < f.sp;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        k.w[i] = swap ? f.d[i] : f.s[i];
+        k.w[4 + i] = swap ? f.s[i] : f.d[i];
+    }
+    k.w[8] = (swap ? f.dp : f.sp) << 16 | (swap ? f.sp : f.dp);
+    k.w[9] = (v6 ? 0x100 : 0) | (f.has_proto ? f.proto : 0);
+    __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
+    __u32 sec = (__u32)(now / 1000000000ull);
+    __u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+    __u32 len = skb->len - off;
+    __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
+    struct qm_bstate *st = bpf_map_lookup_elem(&qm_behave, &k);
+    if (!st || st->epoch != c->epoch) {
+        struct qm_bstate fresh = {.epoch = c->epoch};
+        // Not BPF_NOEXIST: a state of an old epoch is replaced too.
+        if (bpf_map_update_elem(&qm_behave, &k, &fresh, BPF_ANY)) return 0;
+        st = bpf_map_lookup_elem(&qm_behave, &k);
+        if (!st) return 0;
+        qm_bcount_add(0);
+    }
+    // Per-CPU races on one flow's state (two CPUs at once) may lose a count.
+    if (sec != st->second) {
+        if (sec - st->second > hold) st->bytes = 0;
+        st->second = sec;
+        st->packets = 0;
+    }
+    __u32 p = st->packets + segs;
+    st->packets = p < st->packets ? 0xffffffffu : p;
+    st->bytes += len;
+    __u32 size = len / segs;
+    if (!size) size = 1;
+    st->avg = st->avg ? (st->avg * 7 + size) >> 3 : size;
+    __u32 v = 0;
+    if (c->flags & QM_B_BULK) {
+        if ((c->flags & QM_B_PPS) && st->packets > c->pps) st->bulk_until = sec + hold + 1;
+        if ((c->flags & QM_B_BYTES) && st->bytes > c->bytes) st->bulk_until = sec + hold + 1;
+        if (st->bulk_until && sec < st->bulk_until) v = 1;
+    }
+    if (!v && (c->flags & QM_B_INTER) && st->avg <= c->max_avg) v = 2;
+    if (v != st->last) {
+        if (v == 1) qm_bcount_add(2);
+        if (v == 2) qm_bcount_add(3);
+        st->last = v;
+    }
+    if (v == 1) return 1 + c->bulk_cell % 24;
+    if (v == 2) return 1 + c->inter_cell % 24;
+    return 0;
+}
+
 struct vlan_hdr_qm {
     __be16 tci;
     __be16 proto;
@@ -768,15 +901,19 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
     __u32 r = 0;
-    if (g & QM_GEN_RULES) {
-        struct qm_fields f;
-        int have = qm_parse_fast(skb, off, v6, &f);
+    // Read once for the rules and flow behaviour (neither on: not read).
+    struct qm_fields f;
+    int have = 0;
+    if (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) {
+        have = qm_parse_fast(skb, off, v6, &f);
         if (!have) {
             // Every byte written: without CAP_PERFMON the verifier refuses
             // passing stack it cannot prove initialised.
             __builtin_memset(&f, 0, sizeof f);
             have = qm_parse_slow(skb, &f, off | v6 << 16);
         }
+    }
+    if (g & QM_GEN_RULES) {
         if (have) {
             __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
             if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
@@ -794,6 +931,14 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
+    if (g & QM_GEN_BEHAVE) {
+        __u32 b = qm_behaviour(skb, have ? &f : 0, off | v6 << 16, (e->cell % 24) | slot << 8);
+        if (b) {
+            index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
+            e = bpf_map_lookup_elem(&qm_table, &index);
+            if (!e) return TC_ACT_OK;
+        }
+    }
 
     __u32 outcome = QM_UNCHANGED;
     if ((e->flags & QM_F_DSCP) && e->dscp != dscp) {
