@@ -298,6 +298,9 @@ struct qm_fields {
     __u32 s[4], d[4];
     __u16 sp, dp;
     __u8 proto, has_proto, has_ports, dscp;
+    // 1: read (qm_parse_fast, qm_parse). In the fields rather than a local:
+    // mark_ip keeps no register live across the rule code for it.
+    __u32 ok;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -367,6 +370,7 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             if (n == QM_MAX_EXT || o + 8 > len || bpf_skb_load_bytes(skb, off + o, e, 8) < 0) {
                 f->has_proto = 0;  // protocol unknown: no ports either
                 f->proto = 0;
+                f->ok = 1;
                 return 1;
             }
             if (next == 44) {
@@ -395,12 +399,14 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             if (v6) __builtin_memcpy(p, b + 40, 4);
             else __builtin_memcpy(p, b + 20, 4);
         } else if (bpf_skb_load_bytes(skb, off + l4, p, 4) < 0) {
+            f->ok = 1;
             return 1;
         }
         f->sp = (__u16)(p[0] << 8 | p[1]);
         f->dp = (__u16)(p[2] << 8 | p[3]);
         f->has_ports = 1;
     }
+    f->ok = 1;
     return 1;
 }
 
@@ -455,6 +461,7 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
     }
     f->has_proto = 1;
     f->has_ports = 1;
+    f->ok = 1;
     return 1;
 }
 
@@ -480,12 +487,15 @@ static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
 // `a`. The daemon pads the starts to QM_MAX_INTERVALS with all-ones (the
 // padding's class is the last interval's), so the search is always 12 steps
 // of one compare. `lo` starts from the table's `zero` word: a value the
-// verifier cannot know, so it does not walk each of the 4,096 outcomes.
+// verifier cannot know, so it does not walk each of the 4,096 outcomes;
+// masked, so that it has the range of every later `lo` (its states then
+// match and prune: unmasked, the inlined search cost the verifier 280,000
+// more instructions).
 static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
-    __u32 lo = t->zero;
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
@@ -499,7 +509,7 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
-    __u32 lo = t->zero;
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
         __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
@@ -682,7 +692,8 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
             } else {
                 __u32 tag = e->tag;
                 if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
-                    r = tag & 0xffff;
+                    // 64 bits wide (qm_wide): spilled with a 64-bit store.
+                    r = qm_wide(tag & 0xffff);
                     __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
                     rule = bpf_map_lookup_elem(&qm_frules, &rk);
                 }
@@ -770,35 +781,43 @@ static __always_inline void qm_bcount_add(__u32 i) {
 }
 
 // The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
-// cell `cell` (0: keep it). where = off | v6 << 16, who = cell | slot << 8.
-__noinline int qm_behaviour(struct __sk_buff *skb, struct qm_fields *fp, __u32 where, __u32 who) {
-    __u32 off = where & 0xffff, v6 = where >> 16, slot = (who >> 8) & 1, cell = who & 0xff;
+// cell `cell` (0: keep it), `len` bytes from the IP header on, `segs` GSO
+// segments. who = cell | slot << 8 | v6 << 16. A global function: verified
+// once, not in each of mark_ip's copies (scalars and the fields only: the
+// skb as an argument is refused by the verifier).
+__noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
+    __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
-    if (!fp) return 0;  // fields mark_ip could not read: not a flow
-    struct qm_fields f = *fp;
+    const struct qm_fields *f = fp;
+    if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
     // FlowKey's words, without the hash (the LRU map hashes the key itself).
     struct qm_bkey k;
     int swap = 0, decided = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        if (!decided && f.d[i] != f.s[i]) {
-            swap = f.d[i] < f.s[i];
+        if (!decided && f->d[i] != f->s[i]) {
+            swap = f->d[i] < f->s[i];
             decided = 1;
         }
     }
-    if (!decided) swap = f.dp < f.sp;
+    if (!decided) swap = f->dp < f->sp;
+    // Blended with a mask clang cannot see is 0 or ~0: as `swap ? d : s`
+    // it picks the field by a pointer offset in a register, which the
+    // verifier refuses without CAP_PERFMON.
+    __u32 m = qm_launder(swap ? 0xffffffffu : 0);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        k.w[i] = swap ? f.d[i] : f.s[i];
-        k.w[4 + i] = swap ? f.s[i] : f.d[i];
+        __u32 s = f->s[i], d = f->d[i];
+        k.w[i] = (s & ~m) | (d & m);
+        k.w[4 + i] = (d & ~m) | (s & m);
     }
-    k.w[8] = (swap ? f.dp : f.sp) << 16 | (swap ? f.sp : f.dp);
-    k.w[9] = (v6 ? 0x100 : 0) | (f.has_proto ? f.proto : 0);
+    __u32 sp = f->sp, dp = f->dp;
+    k.w[8] = ((sp & ~m) | (dp & m)) << 16 | (((dp & ~m) | (sp & m)) & 0xffff);
+    k.w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
     __u32 sec = (__u32)(now / 1000000000ull);
-    __u32 segs = skb->gso_segs ? skb->gso_segs : 1;
-    __u32 len = skb->len - off;
+    if (!segs) segs = 1;
     __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
     struct qm_bstate *st = bpf_map_lookup_elem(&qm_behave, &k);
     if (!st || st->epoch != c->epoch) {
@@ -912,6 +931,11 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
             __builtin_memset(&f, 0, sizeof f);
             have = qm_parse_slow(skb, &f, off | v6 << 16);
         }
+    } else if (!inline_rules) {
+        // Written anyway: without CAP_PERFMON the verifier also walks the
+        // mispredicted branch into qm_behaviour's call below, and refuses
+        // unwritten stack passed to a global function even there.
+        __builtin_memset(&f, 0, sizeof f);
     }
     if (g & QM_GEN_RULES) {
         if (have) {
@@ -931,8 +955,10 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
-    if (g & QM_GEN_BEHAVE) {
-        __u32 b = qm_behaviour(skb, have ? &f : 0, off | v6 << 16, (e->cell % 24) | slot << 8);
+    // Not in the copy with the rules inlined: qosmap_egress takes the other
+    // untagged copy when flow behaviour is on.
+    if (!inline_rules && (g & QM_GEN_BEHAVE)) {
+        __u32 b = qm_behaviour(&f, skb->len - off, skb->gso_segs, (e->cell % 24) | slot << 8 | v6 << 16);
         if (b) {
             index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
             e = bpf_map_lookup_elem(&qm_table, &index);
@@ -983,7 +1009,16 @@ int qosmap_egress(struct __sk_buff *skb) {
     __be16 proto = skb->protocol;
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
-    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto, 1);
+    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
+        // Flow behaviour: the copy that calls the rules (qm_rule4/6). The
+        // behaviour step keeps the fields live until after the rules, which
+        // in the inlined rule code multiplies the verifier's states past its
+        // 1M-instruction limit; called, the rules are verified once.
+        __u32 zero = 0;
+        __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
+        if (gen && (*gen & QM_GEN_BEHAVE)) return mark_ip(skb, ETH_HLEN, proto, 0);
+        return mark_ip(skb, ETH_HLEN, proto, 1);
+    }
     struct vlan_hdr_qm *v = data + ETH_HLEN;
     if ((void *)(v + 2) > end) {
         if ((void *)(v + 1) > end) return TC_ACT_OK;
