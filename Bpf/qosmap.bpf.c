@@ -870,7 +870,8 @@ struct vlan_hdr_qm {
 // (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
 // goes through a return thunk), a third of the rules' budget; inlined in all
 // four copies, the program exceeds the verifier's 1M-instruction limit.
-static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules) {
+static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules,
+                                   __u32 g) {
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
     int v6;
@@ -900,9 +901,6 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u8 dscp = tos >> 2;
 
     __u32 zero = 0;
-    __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
-    if (!gen) return TC_ACT_OK;
-    __u32 g = *gen;
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
     // in is 0 without an ingress interface, but a 0 the verifier cannot
@@ -1009,26 +1007,29 @@ int qosmap_egress(struct __sk_buff *skb) {
     __be16 proto = skb->protocol;
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
+    // The generation read once here (mark_ip's copies take it).
+    __u32 zero = 0;
+    __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
+    if (!gen) return TC_ACT_OK;
+    __u32 g = *gen;
     if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
         // Flow behaviour: the copy that calls the rules (qm_rule4/6). The
         // behaviour step keeps the fields live until after the rules, which
         // in the inlined rule code multiplies the verifier's states past its
         // 1M-instruction limit; called, the rules are verified once.
-        __u32 zero = 0;
-        __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
-        if (gen && (*gen & QM_GEN_BEHAVE)) return mark_ip(skb, ETH_HLEN, proto, 0);
-        return mark_ip(skb, ETH_HLEN, proto, 1);
+        if (g & QM_GEN_BEHAVE) return mark_ip(skb, ETH_HLEN, proto, 0, g);
+        return mark_ip(skb, ETH_HLEN, proto, 1, g);
     }
     struct vlan_hdr_qm *v = data + ETH_HLEN;
     if ((void *)(v + 2) > end) {
         if ((void *)(v + 1) > end) return TC_ACT_OK;
         return v->proto == bpf_htons(ETH_P_8021Q) || v->proto == bpf_htons(ETH_P_8021AD)
                    ? TC_ACT_OK
-                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0);
+                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0, g);
     }
     if (v[0].proto != bpf_htons(ETH_P_8021Q) && v[0].proto != bpf_htons(ETH_P_8021AD))
-        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0);
-    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0);
+        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0, g);
+    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0, g);
 }
 
 
