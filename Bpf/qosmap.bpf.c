@@ -298,6 +298,9 @@ struct qm_fields {
     __u32 s[4], d[4];
     __u16 sp, dp;
     __u8 proto, has_proto, has_ports, dscp;
+    // 1: read (qm_parse_fast, qm_parse). In the fields rather than a local:
+    // mark_ip keeps no register live across the rule code for it.
+    __u32 ok;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -367,6 +370,7 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             if (n == QM_MAX_EXT || o + 8 > len || bpf_skb_load_bytes(skb, off + o, e, 8) < 0) {
                 f->has_proto = 0;  // protocol unknown: no ports either
                 f->proto = 0;
+                f->ok = 1;
                 return 1;
             }
             if (next == 44) {
@@ -395,12 +399,14 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
             if (v6) __builtin_memcpy(p, b + 40, 4);
             else __builtin_memcpy(p, b + 20, 4);
         } else if (bpf_skb_load_bytes(skb, off + l4, p, 4) < 0) {
+            f->ok = 1;
             return 1;
         }
         f->sp = (__u16)(p[0] << 8 | p[1]);
         f->dp = (__u16)(p[2] << 8 | p[3]);
         f->has_ports = 1;
     }
+    f->ok = 1;
     return 1;
 }
 
@@ -455,6 +461,7 @@ static __always_inline int qm_parse_fast(struct __sk_buff *skb, const __u32 off,
     }
     f->has_proto = 1;
     f->has_ports = 1;
+    f->ok = 1;
     return 1;
 }
 
@@ -685,7 +692,8 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
             } else {
                 __u32 tag = e->tag;
                 if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
-                    r = tag & 0xffff;
+                    // 64 bits wide (qm_wide): spilled with a 64-bit store.
+                    r = qm_wide(tag & 0xffff);
                     __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
                     rule = bpf_map_lookup_elem(&qm_frules, &rk);
                 }
@@ -705,6 +713,150 @@ __noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm
 
 __noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
+// Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
+// same state machine, docs/CLASSIFY.md the semantics):
+//   qm_bconf   ARRAY[2] struct qm_bconf per slot: thresholds, the bulk and
+//              interactive cells, the classes checked, an epoch.
+//   qm_behave  LRU_HASH[65536] canonical 5-tuple (FlowKey's words) ->
+//              struct qm_bstate; the kernel evicts the least recently used.
+//   qm_bcount  PERCPU_ARRAY[4] flows tracked, (evicted: not seen), demoted, promoted.
+#define QM_GEN_BEHAVE 4u  // in qm_gen: the active slot has flow behaviour
+#define QM_B_BULK 1u
+#define QM_B_PPS 2u
+#define QM_B_BYTES 4u
+#define QM_B_INTER 8u
+
+struct qm_bconf {
+    __u64 bytes;
+    __u64 test_now;  // nonzero: the time (BPF_PROG_TEST_RUN cannot set the clock)
+    __u32 pps;
+    __u32 hold;
+    __u32 max_avg;
+    __u32 epoch;
+    __u8 bulk_cell;
+    __u8 inter_cell;
+    __u8 apply_to;  // one bit per class
+    __u8 flags;
+    __u32 pad;
+};
+
+struct qm_bstate {
+    __u32 second;
+    __u32 packets;
+    __u64 bytes;
+    __u32 bulk_until;
+    __u32 avg;
+    __u32 last;
+    __u32 epoch;
+};
+
+struct qm_bkey {
+    __u32 w[10];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, __u32);
+    __type(value, struct qm_bconf);
+} qm_bconf SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct qm_bkey);
+    __type(value, struct qm_bstate);
+} qm_behave SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 4);
+    __type(key, __u32);
+    __type(value, __u64);
+} qm_bcount SEC(".maps");
+
+static __always_inline void qm_bcount_add(__u32 i) {
+    __u64 *c = bpf_map_lookup_elem(&qm_bcount, &i);
+    if (c) *c += 1;
+}
+
+// The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
+// cell `cell` (0: keep it), `len` bytes from the IP header on, `segs` GSO
+// segments. who = cell | slot << 8 | v6 << 16. A global function: verified
+// once, not in each of mark_ip's copies (scalars and the fields only: the
+// skb as an argument is refused by the verifier).
+__noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
+    __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
+    struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
+    if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
+    const struct qm_fields *f = fp;
+    if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
+    // FlowKey's words, without the hash (the LRU map hashes the key itself).
+    struct qm_bkey k;
+    int swap = 0, decided = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (!decided && f->d[i] != f->s[i]) {
+            swap = f->d[i] < f->s[i];
+            decided = 1;
+        }
+    }
+    if (!decided) swap = f->dp < f->sp;
+    // Blended with a mask clang cannot see is 0 or ~0: as `swap ? d : s`
+    // it picks the field by a pointer offset in a register, which the
+    // verifier refuses without CAP_PERFMON.
+    __u32 m = qm_launder(swap ? 0xffffffffu : 0);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __u32 s = f->s[i], d = f->d[i];
+        k.w[i] = (s & ~m) | (d & m);
+        k.w[4 + i] = (d & ~m) | (s & m);
+    }
+    __u32 sp = f->sp, dp = f->dp;
+    k.w[8] = ((sp & ~m) | (dp & m)) << 16 | (((dp & ~m) | (sp & m)) & 0xffff);
+    k.w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
+    __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
+    __u32 sec = (__u32)(now / 1000000000ull);
+    if (!segs) segs = 1;
+    __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
+    struct qm_bstate *st = bpf_map_lookup_elem(&qm_behave, &k);
+    if (!st || st->epoch != c->epoch) {
+        struct qm_bstate fresh = {.epoch = c->epoch};
+        // Not BPF_NOEXIST: a state of an old epoch is replaced too.
+        if (bpf_map_update_elem(&qm_behave, &k, &fresh, BPF_ANY)) return 0;
+        st = bpf_map_lookup_elem(&qm_behave, &k);
+        if (!st) return 0;
+        qm_bcount_add(0);
+    }
+    // Per-CPU races on one flow's state (two CPUs at once) may lose a count.
+    if (sec != st->second) {
+        if (sec - st->second > hold) st->bytes = 0;
+        st->second = sec;
+        st->packets = 0;
+    }
+    __u32 p = st->packets + segs;
+    st->packets = p < st->packets ? 0xffffffffu : p;
+    st->bytes += len;
+    __u32 size = len / segs;
+    if (!size) size = 1;
+    st->avg = st->avg ? (st->avg * 7 + size) >> 3 : size;
+    __u32 v = 0;
+    if (c->flags & QM_B_BULK) {
+        if ((c->flags & QM_B_PPS) && st->packets > c->pps) st->bulk_until = sec + hold + 1;
+        if ((c->flags & QM_B_BYTES) && st->bytes > c->bytes) st->bulk_until = sec + hold + 1;
+        if (st->bulk_until && sec < st->bulk_until) v = 1;
+    }
+    if (!v && (c->flags & QM_B_INTER) && st->avg <= c->max_avg) v = 2;
+    if (v != st->last) {
+        if (v == 1) qm_bcount_add(2);
+        if (v == 2) qm_bcount_add(3);
+        st->last = v;
+    }
+    if (v == 1) return 1 + c->bulk_cell % 24;
+    if (v == 2) return 1 + c->inter_cell % 24;
+    return 0;
+}
+
 struct vlan_hdr_qm {
     __be16 tci;
     __be16 proto;
@@ -718,7 +870,8 @@ struct vlan_hdr_qm {
 // (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
 // goes through a return thunk), a third of the rules' budget; inlined in all
 // four copies, the program exceeds the verifier's 1M-instruction limit.
-static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules) {
+static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules,
+                                   __u32 g) {
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
     int v6;
@@ -748,9 +901,6 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u8 dscp = tos >> 2;
 
     __u32 zero = 0;
-    __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
-    if (!gen) return TC_ACT_OK;
-    __u32 g = *gen;
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
     // in is 0 without an ingress interface, but a 0 the verifier cannot
@@ -768,15 +918,24 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     if (in >= QM_MAX_IN || out >= QM_MAX_OUT) return TC_ACT_OK;
     __u32 index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + dscp;
     __u32 r = 0;
-    if (g & QM_GEN_RULES) {
-        struct qm_fields f;
-        int have = qm_parse_fast(skb, off, v6, &f);
+    // Read once for the rules and flow behaviour (neither on: not read).
+    struct qm_fields f;
+    int have = 0;
+    if (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) {
+        have = qm_parse_fast(skb, off, v6, &f);
         if (!have) {
             // Every byte written: without CAP_PERFMON the verifier refuses
             // passing stack it cannot prove initialised.
             __builtin_memset(&f, 0, sizeof f);
             have = qm_parse_slow(skb, &f, off | v6 << 16);
         }
+    } else if (!inline_rules) {
+        // Written anyway: without CAP_PERFMON the verifier also walks the
+        // mispredicted branch into qm_behaviour's call below, and refuses
+        // unwritten stack passed to a global function even there.
+        __builtin_memset(&f, 0, sizeof f);
+    }
+    if (g & QM_GEN_RULES) {
         if (have) {
             __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
             if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
@@ -794,6 +953,16 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
+    // Not in the copy with the rules inlined: qosmap_egress takes the other
+    // untagged copy when flow behaviour is on.
+    if (!inline_rules && (g & QM_GEN_BEHAVE)) {
+        __u32 b = qm_behaviour(&f, skb->len - off, skb->gso_segs, (e->cell % 24) | slot << 8 | v6 << 16);
+        if (b) {
+            index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
+            e = bpf_map_lookup_elem(&qm_table, &index);
+            if (!e) return TC_ACT_OK;
+        }
+    }
 
     __u32 outcome = QM_UNCHANGED;
     if ((e->flags & QM_F_DSCP) && e->dscp != dscp) {
@@ -838,17 +1007,29 @@ int qosmap_egress(struct __sk_buff *skb) {
     __be16 proto = skb->protocol;
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
-    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) return mark_ip(skb, ETH_HLEN, proto, 1);
+    // The generation read once here (mark_ip's copies take it).
+    __u32 zero = 0;
+    __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
+    if (!gen) return TC_ACT_OK;
+    __u32 g = *gen;
+    if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
+        // Flow behaviour: the copy that calls the rules (qm_rule4/6). The
+        // behaviour step keeps the fields live until after the rules, which
+        // in the inlined rule code multiplies the verifier's states past its
+        // 1M-instruction limit; called, the rules are verified once.
+        if (g & QM_GEN_BEHAVE) return mark_ip(skb, ETH_HLEN, proto, 0, g);
+        return mark_ip(skb, ETH_HLEN, proto, 1, g);
+    }
     struct vlan_hdr_qm *v = data + ETH_HLEN;
     if ((void *)(v + 2) > end) {
         if ((void *)(v + 1) > end) return TC_ACT_OK;
         return v->proto == bpf_htons(ETH_P_8021Q) || v->proto == bpf_htons(ETH_P_8021AD)
                    ? TC_ACT_OK
-                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0);
+                   : mark_ip(skb, ETH_HLEN + 4, v->proto, 0, g);
     }
     if (v[0].proto != bpf_htons(ETH_P_8021Q) && v[0].proto != bpf_htons(ETH_P_8021AD))
-        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0);
-    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0);
+        return mark_ip(skb, ETH_HLEN + 4, v[0].proto, 0, g);
+    return mark_ip(skb, ETH_HLEN + 8, v[1].proto, 0, g);
 }
 
 

@@ -333,16 +333,6 @@ struct ConfigParser {
                 "pcp-carry-mask \(hex(config.ebpfCarryMask)) overlaps actions.mark mask \(hex(mark.mask)); allowed: disjoint bits"
             )
         }
-        if config.datapath == .ebpf, let at = config.classify.behaviour.position,
-            !config.classify.behaviour.isEmpty
-        {
-            // The classifier's flow-behaviour code (branch history: 8bb8bca)
-            // takes the reworked program past the verifier's limit without
-            // CAP_PERFMON; refuse rather than ignore it.
-            error(
-                .scalar(.init("flows", mark: Mark(line: at.line, column: at.column))),
-                "classify.flows is not implemented on datapath ebpf yet; allowed: datapath: nfqueue")
-        }
         if !config.classify.isEmpty {
             do {
                 config.classifier = try FlowClassifier(config.classify)
