@@ -1,5 +1,7 @@
 #!/usr/bin/python3
 """Traffic and pcap checks for tools/e2e/65-flow-behaviour (classify.flows).
+Run by that script with python3; it lives in tools/lib because tools/test runs
+every executable in tools/e2e/ as a test.
 
   echoserver FAM PORT TOS READY      TCP: accept one connection, echo every byte
                                      back with TOS on the socket
