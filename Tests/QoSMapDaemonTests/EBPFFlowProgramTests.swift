@@ -168,26 +168,61 @@ struct EBPFFlowProgramTests {
     struct Tally {
         var checked = 0, ruled = 0, replies = 0, rewritten = 0, mismatches = 0
         var first: String?
+        /// Tagged frames (``Tagging``): how many by tagging, how many a rule
+        /// matched, how many the program changed, and replies that a rule
+        /// matched (by connection or by itself) tagged unlike their request.
+        var byTagging = [Int](repeating: 0, count: Tagging.allCases.count)
+        var taggedRuled = 0, taggedRewritten = 0, crossTaggedReplies = 0
+    }
+
+    /// How a frame carries its IP packet: the tagged copies of the classifier's
+    /// `mark_ip` call the rule code (`qm_rule4`, `qm_rule6`) that the untagged
+    /// copy inlines, so each must be run.
+    enum Tagging: Int, CaseIterable {
+        case untagged, dot1Q, priorityTagged, qinq, doubleDot1Q
+
+        /// The Ethernet header, tags included, for `ipv6` (PCP and VID from `r`).
+        func header(ipv6: Bool, _ r: inout Random) -> [UInt8] {
+            func tag(_ tpid: UInt16, vid: UInt16) -> [UInt8] {
+                let tci = UInt16(r.below(8)) << 13 | vid
+                return [UInt8(tpid >> 8), UInt8(tpid & 0xFF), UInt8(tci >> 8), UInt8(tci & 0xFF)]
+            }
+            var h: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]
+            switch self {
+            case .untagged: break
+            case .dot1Q: h += tag(0x8100, vid: UInt16(1 + r.below(4094)))
+            case .priorityTagged: h += tag(0x8100, vid: 0)  // VID 0: the PCP alone
+            case .qinq:
+                h += tag(0x88A8, vid: UInt16(1 + r.below(4094))) + tag(0x8100, vid: UInt16(1 + r.below(4094)))
+            case .doubleDot1Q: h += tag(0x8100, vid: UInt16(1 + r.below(4094))) + tag(0x8100, vid: 100)
+            }
+            return h + (ipv6 ? [0x86, 0xDD] : [8, 0])
+        }
     }
 
     /// Runs `count` packets through the kernel program and the pipeline.
+    /// `tagged`: each frame (request and reply drawn apart) untagged or with
+    /// one or two VLAN tags in the data, four in five tagged; else untagged
+    /// (and the same random draws as before tagging was added).
     static func compare(
         _ maps: EBPFDatapath.Maps, _ snapshot: PolicySnapshot, _ pipeline: inout PacketPipeline, seed: UInt64,
-        count: Int
+        count: Int, tagged: Bool = false
     ) throws -> Tally {
         var r = Random(state: seed)
         var t = Tally()
-        var seen: [(FlowPacket, Int)] = []
+        var seen: [(FlowPacket, Int, Tagging)] = []
         for _ in 0..<count {
             var (p, variant) = packet(&r)
+            let tagging = tagged ? r.pick(Tagging.allCases) : Tagging.untagged
             var reply = false
+            var requestTagging = tagging
             if !seen.isEmpty, r.below(3) == 0 {
-                (p, variant) = r.pick(seen)
+                (p, variant, requestTagging) = r.pick(seen)
                 p = p.reversed
                 p.dscp = UInt8(r.below(64))
                 reply = true
             } else {
-                seen.append((p, variant))
+                seen.append((p, variant, tagging))
             }
             let ingress = r.pick(ingressChoices)
             let ip = ipPacket(p, variant: variant, ecn: UInt8(r.below(4)), payload: r.below(200))
@@ -203,21 +238,30 @@ struct EBPFFlowProgramTests {
             }
             let ruled = pipeline.counts.rulePackets.reduce(0, +) != before
             let frame: [UInt8] =
-                [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (p.source.isIPv6 ? [0x86, 0xDD] : [8, 0])
+                tagged
+                ? tagging.header(ipv6: p.source.isIPv6, &r)
+                : [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (p.source.isIPv6 ? [0x86, 0xDD] : [8, 0])
             let run = try maps.program.testRun(
                 packet: frame + ip, ifindex: 1, ingressIfindex: ingress, mark: mark)
-            let got = Array(run.packet.dropFirst(14))
+            let got = Array(run.packet.dropFirst(frame.count))
             t.checked += 1
             if ruled { t.ruled += 1 }
             if ruled && reply { t.replies += 1 }
             if got != ip { t.rewritten += 1 }
-            if got != expected || run.mark != (verdict.mark ?? mark)
-                || run.priority != (verdict.priority ?? 0)
+            t.byTagging[tagging.rawValue] += 1
+            if tagging != .untagged {
+                if ruled { t.taggedRuled += 1 }
+                if got != ip { t.taggedRewritten += 1 }
+            }
+            if ruled && reply && tagging != requestTagging { t.crossTaggedReplies += 1 }
+            // The tags are the program's to leave alone.
+            if got != expected || Array(run.packet.prefix(frame.count)) != frame
+                || run.mark != (verdict.mark ?? mark) || run.priority != (verdict.priority ?? 0)
             {
                 t.mismatches += 1
                 if t.first == nil {
                     t.first =
-                        "\(p) variant \(variant) ingress \(ingress) reply \(reply): got \(Array(got.prefix(2))) mark \(run.mark) prio \(run.priority), want \(Array(expected.prefix(2))) mark \(verdict.mark ?? mark) prio \(verdict.priority ?? 0)"
+                        "\(p) variant \(variant) \(tagging) ingress \(ingress) reply \(reply): got \(Array(got.prefix(2))) mark \(run.mark) prio \(run.priority), want \(Array(expected.prefix(2))) mark \(verdict.mark ?? mark) prio \(verdict.priority ?? 0)"
                 }
             }
         }
@@ -244,6 +288,104 @@ struct EBPFFlowProgramTests {
         #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
         // Every rule classified something.
         #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
+    }
+
+    /// The same with VLAN tags in the data: 802.1Q, priority-tagged (VID 0),
+    /// QinQ (an 0x88a8 S-tag over a C-tag) and two 802.1Q tags, a reply
+    /// tagged unlike its request. The tagged copies of `mark_ip` call
+    /// `qm_rule4`/`qm_rule6` rather than inline them; the untagged fifth of the
+    /// frames shares the connection table with them.
+    @Test(arguments: [3 as UInt64, 0x7A66])
+    func taggedFramesMatchThePipeline(seed: UInt64) throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000, tagged: true)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        // Every tagging was run, and tagged frames hit rules and were rewritten.
+        #expect(t.byTagging.allSatisfy { $0 > 800 }, "\(t.byTagging)")
+        #expect(t.taggedRuled > 1000)
+        #expect(t.taggedRewritten > 1000)
+        #expect(t.crossTaggedReplies > 100)
+        let names = try #require(tables.flows?.names)
+        let counts = try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count)
+        #expect(counts.map(\.packets) == pipeline.counts.rulePackets, "packets by rule \(names)")
+        #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
+        #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
+    }
+
+    /// One connection, request and reply tagged differently: the reply takes
+    /// the request's rule by connection (its DSCP rewritten as the request's,
+    /// not as the same reply leaves before the request was seen), CIDR and
+    /// port hits and misses, and the rule's packet and byte counters exact.
+    @Test(arguments: [
+        (false, 17 as UInt8, Tagging.dot1Q, Tagging.qinq),
+        (true, 17, .qinq, .dot1Q),
+        (true, 6, .priorityTagged, .doubleDot1Q),
+        (false, 6, .doubleDot1Q, .priorityTagged),
+        (true, 17, .untagged, .priorityTagged),
+        (false, 17, .qinq, .untagged),
+    ])
+    func aConnectionTaggedDifferentlyEachWay(v6: Bool, proto: UInt8, request: Tagging, reply: Tagging) throws
+    {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        var r = Random(state: 11)
+        let names = try #require(tables.flows?.names)
+        // UDP to a voip server's port range (CIDR and port): EF; TCP to 873: AF1 yellow.
+        let rule = try #require(names.firstIndex(of: proto == 17 ? "voip" : "backup"))
+        let client = IPAddress(parsing: v6 ? "fd00:1::2" : "198.18.1.2")!
+        let server = IPAddress(parsing: v6 ? "fd00:2::9" : "198.18.2.9")!
+        let other = IPAddress(parsing: v6 ? "fd00:9::9" : "198.19.4.9")!
+        let port: UInt16 = proto == 17 ? 15000 : 873
+        let flow = FlowPacket(
+            protocolNumber: proto, source: client, destination: server, sourcePort: 40000,
+            destinationPort: port)
+        /// The DSCP the program leaves; the pipeline must leave the same bytes.
+        func send(_ p: FlowPacket, _ tagging: Tagging) throws -> (dscp: UInt8, ipLength: Int) {
+            let ip = Self.ipPacket(p, variant: 0, ecn: 1, payload: 40)
+            var expected = ip
+            _ = expected.withUnsafeMutableBytes { buf in
+                var q = QueuedPacket(id: 1, inputInterface: 6, outputInterface: 1, payload: buf)
+                return pipeline.decide(&q, snapshot: snapshot)
+            }
+            let frame = tagging.header(ipv6: v6, &r)
+            let run = try maps.program.testRun(packet: frame + ip, ifindex: 1, ingressIfindex: 6)
+            #expect(Array(run.packet.prefix(frame.count)) == frame, "tags kept")
+            let got = Array(run.packet.dropFirst(frame.count))
+            #expect(got == expected, "\(p) \(tagging)")
+            return (v6 ? (got[0] & 0x0F) << 2 | got[1] >> 6 : got[1] >> 2, ip.count)
+        }
+        // Before the request: the reply has no connection and leaves by trust (DSCP 0 kept: in2 trusts DSCP).
+        let early = try send(flow.reversed, reply)
+        #expect(try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count).allSatisfy { $0.packets == 0 })
+        // Misses: the wrong port, and (UDP) an address outside the servers' CIDR.
+        var wrongPort = flow
+        wrongPort.destinationPort = 9999
+        _ = try send(wrongPort, request)
+        if proto == 17 {
+            var wrongAddress = flow
+            wrongAddress.destination = other
+            _ = try send(wrongAddress, request)
+        }
+        #expect(try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count).allSatisfy { $0.packets == 0 })
+        let sent = try send(flow, request)
+        #expect(sent.dscp != 0, "rewritten by the rule")
+        let back = try send(flow.reversed, reply)
+        #expect(back.dscp == sent.dscp, "the reply takes its request's rule")
+        #expect(back.dscp != early.dscp)
+        let counts = try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count)
+        var packets = [UInt64](repeating: 0, count: names.count)
+        packets[rule] = 2
+        #expect(counts.map(\.packets) == packets)
+        #expect(counts[rule].bytes == UInt64(sent.ipLength + back.ipLength))
+        #expect(counts.map(\.packets) == pipeline.counts.rulePackets)
+        #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
     }
 
     /// The comparison can fail: with one rule's treatment written wrong in
