@@ -63,17 +63,22 @@ let package = Package(
         // AF_PACKET sockets and classic BPF socket filters (kernel headers only, no library).
         .systemLibrary(name: "CPacketSocket"),
 
+        // The EINTR loop the layer-4 wrappers share (they may not import each other).
+        .target(name: "Syscall", dependencies: [.product(name: "SystemPackage", package: "swift-system")]),
+
         // Layer 4: typed Swift wrappers over the C libraries.
         .target(name: "QoSMapCapture", dependencies: ["CPcap"]),
         .target(
             name: "NFQueue",
             dependencies: [
-                "CNetfilterQueue", "CMnl", "CQoSMapShim",
+                "CNetfilterQueue", "CMnl", "CQoSMapShim", "Syscall",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]),
         .target(
             name: "PacketSocket",
-            dependencies: ["CPacketSocket", .product(name: "SystemPackage", package: "swift-system")]),
+            dependencies: [
+                "CPacketSocket", "Syscall", .product(name: "SystemPackage", package: "swift-system"),
+            ]),
         .target(
             name: "BPFClassifier",
             dependencies: ["CBPF", .product(name: "SystemPackage", package: "swift-system")]),
@@ -133,7 +138,8 @@ let package = Package(
             exclude: ["Data"]),
         .testTarget(name: "QoSMapPacketTests", dependencies: ["QoSMapCore", "QoSMapTables", "QoSMapPacket"]),
         .testTarget(
-            name: "NFQueueTests", dependencies: ["NFQueue", .product(name: "SystemPackage", package: "swift-system")]),
+            name: "NFQueueTests",
+            dependencies: ["NFQueue", "Syscall", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(
             name: "BPFClassifierTests",
             dependencies: ["BPFClassifier", .product(name: "SystemPackage", package: "swift-system")]),

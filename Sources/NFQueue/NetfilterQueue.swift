@@ -1,6 +1,7 @@
 import CMnl
 import CNetfilterQueue
 import CQoSMapShim
+import Syscall
 import SystemPackage
 
 #if canImport(Glibc)

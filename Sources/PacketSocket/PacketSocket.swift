@@ -1,4 +1,5 @@
 import CPacketSocket
+import Syscall
 import SystemPackage
 
 #if canImport(Glibc)
@@ -259,17 +260,5 @@ struct Assembler {
             out[fix.at].jf = offset(fix.falseLabel)
         }
         return out
-    }
-}
-
-/// Runs `call` again while it fails with `EINTR`; throws any other errno
-/// (as swift-system's `valueOrErrno` with `_retryOnInterrupt`).
-@inline(__always) @discardableResult
-func retryingOnInterrupt<Value: BinaryInteger>(_ call: () -> Value) throws(Errno) -> Value {
-    while true {
-        let result = call()
-        if result >= 0 { return result }
-        let error = Errno(rawValue: errno)
-        if error != .interrupted { throw error }
     }
 }

@@ -1,3 +1,4 @@
+import Syscall
 import SystemPackage
 import Testing
 
