@@ -14,7 +14,9 @@ import Testing
 /// nfqueue pipeline (``PacketPipeline`` with its ``FlowRuntime``) as the
 /// oracle: thousands of random IPv4 and IPv6 packets, matched and unmatched,
 /// with replies, ingress interfaces, DSCPs, IPv4 options, IPv6 extension
-/// headers and fragments, run through both in the same order. Every frame
+/// headers and fragments, run through both in the same order; untagged and
+/// with VLAN tags in the data (802.1Q, VID 0, QinQ), whose copies of the
+/// classifier call the rule code that the untagged copy inlines. Every frame
 /// must leave byte for byte as the pipeline leaves it, with the same mark and
 /// priority, and the per-rule packet and byte counters must be equal.
 @Suite(.enabled(if: getuid() == 0, "loading BPF needs CAP_BPF"))
