@@ -163,7 +163,7 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 //   qm_frcount PERCPU_ARRAY[2 * QM_MAX_RULES] packets and bytes per rule.
 //   qm_flows   ARRAY[QM_FLOW_SLOTS] struct qm_flow: the connection table,
 //              direct-mapped like QoSMapCore's ConnectionTable (same key,
-//              same FNV-1a hash, same slot), so that both datapaths keep and
+//              same hash, same slot), so that both datapaths keep and
 //              lose the same connections: a flow whose slot another matched
 //              flow takes is classified by trust until its next matched packet.
 #define QM_MAX_RULES 4096
@@ -295,12 +295,15 @@ struct {
 // What flow rules read (PacketFlow.fields): addresses as four host-order
 // words (IPv4 in word 3, as FlowKey has them).
 struct qm_fields {
-    __u32 s[4], d[4];
+    // 8-aligned: qm_flow_key reads each address as two u64 (the verifier
+    // refuses a misaligned stack access).
+    __u32 s[4] __attribute__((aligned(8))), d[4];
     __u16 sp, dp;
     __u8 proto, has_proto, has_ports, dscp;
     // 1: read (qm_parse_fast, qm_parse). In the fields rather than a local:
-    // mark_ip keeps no register live across the rule code for it.
-    __u32 ok;
+    // mark_ip keeps no register live across the rule code for it. 64 bits:
+    // the struct has no padding, which the verifier would find unwritten.
+    __u64 ok;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -574,33 +577,37 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     return qm_cross(t, 5, qm_cross(t, 4, po, ar), ad);
 }
 
-#define QM_FNV_BASIS 0x811c9dc5u
-#define QM_FNV_PRIME 0x01000193u
+// FlowKey.hash32's constants (odd; from xxHash and MurmurHash3).
+#define QM_HK0 0x9e3779b97f4a7c15ull
+#define QM_HK1 0xc2b2ae3d27d4eb4full
+#define QM_HK2 0x165667b19e3779f9ull
+#define QM_HK3 0xd6e8feb86659fd93ull
+#define QM_HK4 0xff51afd7ed558ccdull
+#define QM_HK5 0xc4ceb9fe1a85ec53ull
 
 // FlowKey: the two ends ordered (address, then port), as five u64 in the
-// words' memory order (w[2i] low), and its FNV-1a slot. For IPv4 the six
-// zero address words are folded: (h ^ 0) * P is h * P, so the hash of the
-// three leading zeros is a constant and the three between the addresses one
-// multiply by P^3 (the same value as ten rounds, in four multiplies).
+// words' memory order (w[2i] low), and its slot: FlowKey.hash32, a sum of
+// the five words' products with odd constants (independent multiplies, not
+// a chain of ten as FNV-1a's), folded by xorshift-multiply. For IPv4 the
+// zero words drop out of the sum. IPv6 addresses are read and swapped as
+// u64 pairs (qm_fields is 8-aligned): in memory the host-order words are
+// already the key's.
 static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
+    __u32 sp = f->sp, dp = f->dp, w9 = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
     int swap;
-    __u32 h;
+    __u64 x;
     if (!v6) {
-        __u32 a = f->s[3], b = f->d[3], sp = f->sp, dp = f->dp;
+        __u32 a = f->s[3], b = f->d[3];
         swap = b != a ? b < a : dp < sp;
         __u32 m = -(__u32)swap;
-        __u32 x = (a ^ b) & m, lo = a ^ x, hi = b ^ x;
-        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m), w9 = f->has_proto ? f->proto : 0;
+        __u32 y = (a ^ b) & m, lo = a ^ y, hi = b ^ y;
+        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
         k[0] = 0;
         k[1] = (__u64)lo << 32;
         k[2] = 0;
         k[3] = (__u64)hi << 32;
         k[4] = (__u64)w9 << 32 | w8;
-        h = (QM_FNV_BASIS * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME) ^ lo;
-        h *= QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME;
-        h = (h ^ hi) * QM_FNV_PRIME;
-        h = (h ^ w8) * QM_FNV_PRIME;
-        h = (h ^ w9) * QM_FNV_PRIME;
+        x = k[1] * QM_HK1 + k[3] * QM_HK3 + k[4] * QM_HK4;
     } else {
         int decided = 0;
         swap = 0;
@@ -611,25 +618,23 @@ static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u6
                 decided = 1;
             }
         }
-        if (!decided) swap = f->dp < f->sp;
+        if (!decided) swap = dp < sp;
         // Swapped by masks: a select between f->s and f->d becomes a
         // pointer moved by a register, refused without CAP_PERFMON.
-        __u32 w[10], m = -(__u32)swap, sp = f->sp, dp = f->dp;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __u32 x = (f->s[i] ^ f->d[i]) & m;
-            w[i] = f->s[i] ^ x;
-            w[4 + i] = f->d[i] ^ x;
-        }
-        w[8] = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
-        w[9] = 0x100 | (f->has_proto ? f->proto : 0);
-        h = QM_FNV_BASIS;
-#pragma unroll
-        for (int i = 0; i < 10; i++) h = (h ^ w[i]) * QM_FNV_PRIME;
-#pragma unroll
-        for (int i = 0; i < 5; i++) k[i] = (__u64)w[2 * i + 1] << 32 | w[2 * i];
+        __u64 m = -(__u64)swap;
+        const __u64 *s = (const __u64 *)f->s, *d = (const __u64 *)f->d;
+        __u64 y0 = (s[0] ^ d[0]) & m, y1 = (s[1] ^ d[1]) & m;
+        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & (__u32)m);
+        k[0] = s[0] ^ y0;
+        k[1] = s[1] ^ y1;
+        k[2] = d[0] ^ y0;
+        k[3] = d[1] ^ y1;
+        k[4] = (__u64)w9 << 32 | w8;
+        x = k[0] * QM_HK0 + k[1] * QM_HK1 + k[2] * QM_HK2 + k[3] * QM_HK3 + k[4] * QM_HK4;
     }
-    return (h ^ (h >> 16)) & (QM_FLOW_SLOTS - 1);
+    x ^= x >> 32;
+    x *= QM_HK5;
+    return (__u32)(x >> 32) & (QM_FLOW_SLOTS - 1);
 }
 
 static __always_inline int qm_same_key(struct qm_flow *e, const __u64 *k) {
