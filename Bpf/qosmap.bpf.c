@@ -482,8 +482,10 @@ static __always_inline __u64 qm_wide(__u64 x) {
     return x;
 }
 
-static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
-    return t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)];
+// 64 bits wide (qm_wide): a class kept across the dns: lookup is spilled
+// with a 64-bit store (its slot may have held a pointer of the address search).
+static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
+    return qm_wide(t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)]);
 }
 
 // AddressIntervals.classOf: the last interval whose start is not above
@@ -507,11 +509,9 @@ static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
-    __u32 k = slot * 2 + field;
+static __always_inline __u64 qm_addr6(__u32 k, __u64 ah, __u64 al) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
@@ -522,16 +522,32 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-// The classes of the packet's source and destination (source | destination
-// << 16); a field whose count is 1 has its class in the config.
-__noinline int qm_addrs6(struct qm_fields *f, __u32 slot) {
-    if (!f) return 0;
-    __u32 k = slot & 1;
-    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &k);
+// The class of IPv6 address ah:al in table `k` (slot * 2 + field): qm_addr6
+// in a global function of scalars, verified once (inlined, its branches,
+// three a step, multiply the verifier's paths beyond its limit).
+__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) { return qm_addr6(k & 3, ah, al); }
+
+// qm_addr6's search inlined over the starts' high halves only (one branch a
+// step, as IPv4's: the verifier's paths stay few): the last start whose high
+// half is not above the address's. That is the answer unless its high half
+// equals the address's and its low half is above it (a prefix longer than
+// /64 in the address's /64): then qm_addr6_full searches all 128 bits, a
+// call (about 10 ns here) that prefixes of /64 or shorter never take.
+static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w) {
+    __u32 k = slot * 2 + field;
+    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u32 s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6(k, 0, f->s);
-    __u32 d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6(k, 1, f->d);
-    return s | d << 16;
+    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
+#pragma unroll
+    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
+        if (t->hi[mid] <= ah) lo = mid;
+    }
+    lo &= QM_MAX_INTERVALS - 1;
+    __u64 sh = t->hi[lo];
+    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(k, ah, al);
+    return qm_wide(t->cls[lo]);
 }
 
 // FlowClassifier.classify: rule + 1, or 0. Every table but the addresses'
@@ -552,15 +568,19 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
         d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
     } else {
-        // The IPv6 searches in a global function, verified once: inlined, their
+        // The high halves searched inline (qm_addr6_hi); the full 128-bit
+        // searches in a global function, verified once: inlined, their
         // branches (three a step) multiply the verifier's paths beyond its limit.
-        __u32 sd = qm_addrs6(f, slot);
-        s = sd & 0xffff;
-        d = sd >> 16;
+        s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6_hi(slot, 0, f->s);
+        d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6_hi(slot, 1, f->d);
+        // Masked after the paths join: the same range on each, so that the
+        // verifier's states there match and prune.
+        s = qm_launder(s) & 0xffff;
+        d = qm_launder(d) & 0xffff;
     }
-    __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
-    __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
-    __u32 ad = qm_cross(t, 2, s, d);
+    __u64 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
+    __u64 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
+    __u64 ad = qm_cross(t, 2, s, d);
     if (t->c.dns) {
         // The destination's learned mask (0: not learned) → its dns class.
         __u32 *m;
@@ -593,7 +613,8 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
 // u64 pairs (qm_fields is 8-aligned): in memory the host-order words are
 // already the key's.
 static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
-    __u32 sp = f->sp, dp = f->dp, w9 = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
+    // 64 bits wide (qm_wide): spilled with 64-bit stores.
+    __u64 sp = qm_wide(f->sp), dp = qm_wide(f->dp), w9 = qm_wide((v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0));
     int swap;
     __u64 x;
     if (!v6) {
@@ -601,7 +622,7 @@ static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u6
         swap = b != a ? b < a : dp < sp;
         __u32 m = -(__u32)swap;
         __u32 y = (a ^ b) & m, lo = a ^ y, hi = b ^ y;
-        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & m);
         k[0] = 0;
         k[1] = (__u64)lo << 32;
         k[2] = 0;
@@ -624,7 +645,7 @@ static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u6
         __u64 m = -(__u64)swap;
         const __u64 *s = (const __u64 *)f->s, *d = (const __u64 *)f->d;
         __u64 y0 = (s[0] ^ d[0]) & m, y1 = (s[1] ^ d[1]) & m;
-        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & (__u32)m);
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & (__u32)m);
         k[0] = s[0] ^ y0;
         k[1] = s[1] ^ y1;
         k[2] = d[0] ^ y0;
