@@ -264,6 +264,38 @@ struct EBPFFlowProgramTests {
         #expect(t.mismatches > 0)
     }
 
+    /// The program files a connection in the slot ``FlowKey/hash32`` gives
+    /// and with ``FlowKey``'s words (what keeps the two datapaths' tables
+    /// alike when flows collide), for both families and both orders of the ends.
+    @Test(arguments: [false, true])
+    func connectionsSitWhereFlowKeyPutsThem(v6: Bool) throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, _) = try Self.load(snapshot)
+        var r = Random(state: v6 ? 0xF10 : 0xF4)
+        for _ in 0..<200 {
+            // "backup" (rule 1, tcp 873) keeps its connection; either end may be the lower.
+            let a = Self.address(&r, v6: v6)
+            let b = Self.address(&r, v6: v6)
+            let p = FlowPacket(
+                protocolNumber: 6, source: a, destination: b, sourcePort: UInt16(r.below(65536)),
+                destinationPort: 873)
+            let frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (v6 ? [0x86, 0xDD] : [8, 0])
+            let ip = Self.ipPacket(p, variant: 0, ecn: 0, payload: 8)
+            _ = try maps.program.testRun(packet: frame + ip, ifindex: 1, ingressIfindex: 0)
+            let key = FlowKey(p)
+            let slot = key.hash32 & UInt32(ConnectionTable.slots - 1)
+            typealias Entry = (
+                UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32
+            )
+            let e = try #require(try maps.flows.lookup(slot, as: Entry.self))
+            let words = [e.0, e.1, e.2, e.3, e.4, e.5, e.6, e.7, e.8, e.9]
+            #expect(words == key.words, "\(p) in slot \(slot)")
+            #expect(e.10 & 0xFFFF == 2, "\(p): rule + 1 of backup")
+        }
+    }
+
     /// A reload forgets connections (a new epoch), as nfqueue's new table does.
     @Test func aNewEpochForgetsConnections() throws {
         let snapshot = try PolicySnapshot(
