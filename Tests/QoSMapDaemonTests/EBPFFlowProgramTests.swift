@@ -246,6 +246,23 @@ struct EBPFFlowProgramTests {
         #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
     }
 
+    /// IPv6 prefixes longer than /64: the program's search over the starts'
+    /// high halves then meets starts that differ only in the low half, and
+    /// finishes with the full 128-bit search (qm_addr6_full).
+    @Test func longIPv6PrefixesMatchThePipeline() throws {
+        let text = Self.config.replacingOccurrences(of: "fd00:2::/64", with: "fd00:2::4/126, fd00:2::1/128")
+            .replacingOccurrences(of: "fd00:3::/64", with: "fd00:3::/125")
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(text, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+        let (maps, _) = try Self.load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0x6128, count: 6000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        // The random IPv6 addresses in fd00:2::/64 and fd00:3::/64 are ::0 to
+        // ::7: inside and outside the long prefixes, before and after their starts.
+        #expect(t.ruled > 1000)
+    }
+
     /// The comparison can fail: with one rule's treatment written wrong in
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
