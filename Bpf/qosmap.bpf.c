@@ -614,7 +614,8 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
 // already the key's.
 static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
     // 64 bits wide (qm_wide): spilled with 64-bit stores.
-    __u64 sp = qm_wide(f->sp), dp = qm_wide(f->dp), w9 = qm_wide((v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0));
+    __u64 sp = qm_wide(f->sp), dp = qm_wide(f->dp);
+    __u64 w9 = qm_wide((v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0));
     int swap;
     __u64 x;
     if (!v6) {
