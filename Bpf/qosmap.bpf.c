@@ -163,7 +163,7 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 //   qm_frcount PERCPU_ARRAY[2 * QM_MAX_RULES] packets and bytes per rule.
 //   qm_flows   ARRAY[QM_FLOW_SLOTS] struct qm_flow: the connection table,
 //              direct-mapped like QoSMapCore's ConnectionTable (same key,
-//              same FNV-1a hash, same slot), so that both datapaths keep and
+//              same hash, same slot), so that both datapaths keep and
 //              lose the same connections: a flow whose slot another matched
 //              flow takes is classified by trust until its next matched packet.
 #define QM_MAX_RULES 4096
@@ -295,12 +295,15 @@ struct {
 // What flow rules read (PacketFlow.fields): addresses as four host-order
 // words (IPv4 in word 3, as FlowKey has them).
 struct qm_fields {
-    __u32 s[4], d[4];
+    // 8-aligned: qm_flow_key reads each address as two u64 (the verifier
+    // refuses a misaligned stack access).
+    __u32 s[4] __attribute__((aligned(8))), d[4];
     __u16 sp, dp;
     __u8 proto, has_proto, has_ports, dscp;
     // 1: read (qm_parse_fast, qm_parse). In the fields rather than a local:
-    // mark_ip keeps no register live across the rule code for it.
-    __u32 ok;
+    // mark_ip keeps no register live across the rule code for it. 64 bits:
+    // the struct has no padding, which the verifier would find unwritten.
+    __u64 ok;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -479,8 +482,10 @@ static __always_inline __u64 qm_wide(__u64 x) {
     return x;
 }
 
-static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
-    return t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)];
+// 64 bits wide (qm_wide): a class kept across the dns: lookup is spilled
+// with a 64-bit store (its slot may have held a pointer of the address search).
+static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
+    return qm_wide(t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)]);
 }
 
 // AddressIntervals.classOf: the last interval whose start is not above
@@ -504,11 +509,9 @@ static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
-    __u32 k = slot * 2 + field;
+static __always_inline __u64 qm_addr6(__u32 k, __u64 ah, __u64 al) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
@@ -519,16 +522,32 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-// The classes of the packet's source and destination (source | destination
-// << 16); a field whose count is 1 has its class in the config.
-__noinline int qm_addrs6(struct qm_fields *f, __u32 slot) {
-    if (!f) return 0;
-    __u32 k = slot & 1;
-    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &k);
+// The class of IPv6 address ah:al in table `k` (slot * 2 + field): qm_addr6
+// in a global function of scalars, verified once (inlined, its branches,
+// three a step, multiply the verifier's paths beyond its limit).
+__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) { return qm_addr6(k & 3, ah, al); }
+
+// qm_addr6's search inlined over the starts' high halves only (one branch a
+// step, as IPv4's: the verifier's paths stay few): the last start whose high
+// half is not above the address's. That is the answer unless its high half
+// equals the address's and its low half is above it (a prefix longer than
+// /64 in the address's /64): then qm_addr6_full searches all 128 bits, a
+// call (about 10 ns here) that prefixes of /64 or shorter never take.
+static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w) {
+    __u32 k = slot * 2 + field;
+    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u32 s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6(k, 0, f->s);
-    __u32 d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6(k, 1, f->d);
-    return s | d << 16;
+    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
+#pragma unroll
+    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
+        if (t->hi[mid] <= ah) lo = mid;
+    }
+    lo &= QM_MAX_INTERVALS - 1;
+    __u64 sh = t->hi[lo];
+    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(k, ah, al);
+    return qm_wide(t->cls[lo]);
 }
 
 // FlowClassifier.classify: rule + 1, or 0. Every table but the addresses'
@@ -549,15 +568,19 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
         d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
     } else {
-        // The IPv6 searches in a global function, verified once: inlined, their
+        // The high halves searched inline (qm_addr6_hi); the full 128-bit
+        // searches in a global function, verified once: inlined, their
         // branches (three a step) multiply the verifier's paths beyond its limit.
-        __u32 sd = qm_addrs6(f, slot);
-        s = sd & 0xffff;
-        d = sd >> 16;
+        s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6_hi(slot, 0, f->s);
+        d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6_hi(slot, 1, f->d);
+        // Masked after the paths join: the same range on each, so that the
+        // verifier's states there match and prune.
+        s = qm_launder(s) & 0xffff;
+        d = qm_launder(d) & 0xffff;
     }
-    __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
-    __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
-    __u32 ad = qm_cross(t, 2, s, d);
+    __u64 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
+    __u64 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
+    __u64 ad = qm_cross(t, 2, s, d);
     if (t->c.dns) {
         // The destination's learned mask (0: not learned) → its dns class.
         __u32 *m;
@@ -574,33 +597,39 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     return qm_cross(t, 5, qm_cross(t, 4, po, ar), ad);
 }
 
-#define QM_FNV_BASIS 0x811c9dc5u
-#define QM_FNV_PRIME 0x01000193u
+// FlowKey.hash32's constants (odd; from xxHash and MurmurHash3).
+#define QM_HK0 0x9e3779b97f4a7c15ull
+#define QM_HK1 0xc2b2ae3d27d4eb4full
+#define QM_HK2 0x165667b19e3779f9ull
+#define QM_HK3 0xd6e8feb86659fd93ull
+#define QM_HK4 0xff51afd7ed558ccdull
+#define QM_HK5 0xc4ceb9fe1a85ec53ull
 
 // FlowKey: the two ends ordered (address, then port), as five u64 in the
-// words' memory order (w[2i] low), and its FNV-1a slot. For IPv4 the six
-// zero address words are folded: (h ^ 0) * P is h * P, so the hash of the
-// three leading zeros is a constant and the three between the addresses one
-// multiply by P^3 (the same value as ten rounds, in four multiplies).
+// words' memory order (w[2i] low), and its slot: FlowKey.hash32, a sum of
+// the five words' products with odd constants (independent multiplies, not
+// a chain of ten as FNV-1a's), folded by xorshift-multiply. For IPv4 the
+// zero words drop out of the sum. IPv6 addresses are read and swapped as
+// u64 pairs (qm_fields is 8-aligned): in memory the host-order words are
+// already the key's.
 static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
+    // 64 bits wide (qm_wide): spilled with 64-bit stores.
+    __u64 sp = qm_wide(f->sp), dp = qm_wide(f->dp);
+    __u64 w9 = qm_wide((v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0));
     int swap;
-    __u32 h;
+    __u64 x;
     if (!v6) {
-        __u32 a = f->s[3], b = f->d[3], sp = f->sp, dp = f->dp;
+        __u32 a = f->s[3], b = f->d[3];
         swap = b != a ? b < a : dp < sp;
         __u32 m = -(__u32)swap;
-        __u32 x = (a ^ b) & m, lo = a ^ x, hi = b ^ x;
-        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m), w9 = f->has_proto ? f->proto : 0;
+        __u32 y = (a ^ b) & m, lo = a ^ y, hi = b ^ y;
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & m);
         k[0] = 0;
         k[1] = (__u64)lo << 32;
         k[2] = 0;
         k[3] = (__u64)hi << 32;
         k[4] = (__u64)w9 << 32 | w8;
-        h = (QM_FNV_BASIS * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME) ^ lo;
-        h *= QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME;
-        h = (h ^ hi) * QM_FNV_PRIME;
-        h = (h ^ w8) * QM_FNV_PRIME;
-        h = (h ^ w9) * QM_FNV_PRIME;
+        x = k[1] * QM_HK1 + k[3] * QM_HK3 + k[4] * QM_HK4;
     } else {
         int decided = 0;
         swap = 0;
@@ -611,25 +640,23 @@ static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u6
                 decided = 1;
             }
         }
-        if (!decided) swap = f->dp < f->sp;
+        if (!decided) swap = dp < sp;
         // Swapped by masks: a select between f->s and f->d becomes a
         // pointer moved by a register, refused without CAP_PERFMON.
-        __u32 w[10], m = -(__u32)swap, sp = f->sp, dp = f->dp;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __u32 x = (f->s[i] ^ f->d[i]) & m;
-            w[i] = f->s[i] ^ x;
-            w[4 + i] = f->d[i] ^ x;
-        }
-        w[8] = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
-        w[9] = 0x100 | (f->has_proto ? f->proto : 0);
-        h = QM_FNV_BASIS;
-#pragma unroll
-        for (int i = 0; i < 10; i++) h = (h ^ w[i]) * QM_FNV_PRIME;
-#pragma unroll
-        for (int i = 0; i < 5; i++) k[i] = (__u64)w[2 * i + 1] << 32 | w[2 * i];
+        __u64 m = -(__u64)swap;
+        const __u64 *s = (const __u64 *)f->s, *d = (const __u64 *)f->d;
+        __u64 y0 = (s[0] ^ d[0]) & m, y1 = (s[1] ^ d[1]) & m;
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & (__u32)m);
+        k[0] = s[0] ^ y0;
+        k[1] = s[1] ^ y1;
+        k[2] = d[0] ^ y0;
+        k[3] = d[1] ^ y1;
+        k[4] = (__u64)w9 << 32 | w8;
+        x = k[0] * QM_HK0 + k[1] * QM_HK1 + k[2] * QM_HK2 + k[3] * QM_HK3 + k[4] * QM_HK4;
     }
-    return (h ^ (h >> 16)) & (QM_FLOW_SLOTS - 1);
+    x ^= x >> 32;
+    x *= QM_HK5;
+    return (__u32)(x >> 32) & (QM_FLOW_SLOTS - 1);
 }
 
 static __always_inline int qm_same_key(struct qm_flow *e, const __u64 *k) {
