@@ -51,11 +51,13 @@ struct EBPFBehaviourProgramTests {
     /// second), or a flow's history, hence its verdicts, would differ.
     @Test(arguments: [3 as UInt64, 0xE71C])
     func fullSetEvictsAlike(seed: UInt64) throws {
-        let want = FlowKey(
-            FlowPacket(
-                protocolNumber: 6, source: IPAddress(parsing: "198.18.1.1")!,
-                destination: IPAddress(parsing: "198.19.2.9")!, sourcePort: 40000, destinationPort: 5001, dscp: 46)
-        ).hash32 & 16383
+        let want =
+            FlowKey(
+                FlowPacket(
+                    protocolNumber: 6, source: IPAddress(parsing: "198.18.1.1")!,
+                    destination: IPAddress(parsing: "198.19.2.9")!, sourcePort: 40000, destinationPort: 5001,
+                    dscp: 46)
+            ).hash32 & 16383
         var flows: [FlowPacket] = []
         // About 16,384 candidates a flow (bounded: 7 × 16,384 is expected).
         var n = 0
