@@ -722,7 +722,6 @@ __noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm
 //              (qm_flow_key), the same victim (the first free way, else the
 //              least recent second, the lowest way on a tie): both
 //              datapaths track and evict the same flows.
-//   qm_bclock  PERCPU_ARRAY[1] the last second boundary (no division per packet).
 //   qm_bcount  PERCPU_ARRAY[4] flows tracked, evicted, demoted, promoted.
 #define QM_GEN_BEHAVE 4u  // in qm_gen: the active slot has flow behaviour
 #define QM_B_BULK 1u
@@ -764,12 +763,6 @@ struct qm_bset {
     struct qm_bway way[QM_B_WAYS];
 };
 
-struct qm_bclock {
-    __u64 start;  // sec * 10^9
-    __u32 sec;
-    __u32 pad;
-};
-
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 2);
@@ -786,13 +779,6 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct qm_bclock);
-} qm_bclock SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 4);
     __type(key, __u32);
     __type(value, __u64);
@@ -801,19 +787,6 @@ struct {
 static __always_inline void qm_bcount_add(__u32 i) {
     __u64 *c = bpf_map_lookup_elem(&qm_bcount, &i);
     if (c) *c += 1;
-}
-
-// now / 10^9, exactly: the division (tens of cycles) only when the clock
-// has left the second this CPU saw last.
-static __always_inline __u32 qm_second(__u64 now) {
-    __u32 zero = 0;
-    struct qm_bclock *k = bpf_map_lookup_elem(&qm_bclock, &zero);
-    if (!k) return (__u32)(now / QM_NS);
-    if (now - k->start < QM_NS) return k->sec;
-    __u64 sec = now / QM_NS;
-    k->start = sec * QM_NS;
-    k->sec = (__u32)sec;
-    return (__u32)sec;
 }
 
 // The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
@@ -837,20 +810,29 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     // CPUs on one set at once may lose a count, or, taking one way for two
     // flows, leave a mixed key that matches neither (a new entry next time).
     int hit = -1, victim = -1, vfree = 0;
-    __u32 vsec = 0;
 #pragma unroll
     for (int i = 0; i < QM_B_WAYS; i++) {
         struct qm_bway *w = &b->way[i];
-        if ((w->last & QM_B_USED) && w->epoch == epoch) {
-            if (((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) | (w->k[4] ^ k[4])) == 0)
-                hit = i;
-            if (!vfree && (victim < 0 || w->second < vsec)) {
+        if ((w->last & QM_B_USED) && w->epoch == epoch &&
+            ((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) | (w->k[4] ^ k[4])) == 0) {
+            hit = i;
+            break;
+        }
+    }
+    if (hit < 0) {
+        __u32 vsec = 0;
+#pragma unroll
+        for (int i = 0; i < QM_B_WAYS; i++) {
+            struct qm_bway *w = &b->way[i];
+            if (!((w->last & QM_B_USED) && w->epoch == epoch)) {
+                victim = i;
+                vfree = 1;
+                break;
+            }
+            if (victim < 0 || w->second < vsec) {
                 victim = i;
                 vsec = w->second;
             }
-        } else if (!vfree) {
-            victim = i;
-            vfree = 1;
         }
     }
     // Plus a 0 the verifier cannot see: an index that is a constant on some
@@ -872,7 +854,7 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
         st->last = QM_B_USED;
     }
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
-    __u32 sec = qm_second(now);
+    __u32 sec = (__u32)(now / QM_NS);
     if (!segs) segs = 1;
     __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
     if (sec != st->second) {
