@@ -741,17 +741,24 @@ __noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm
 __noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
-// same state machine, docs/CLASSIFY.md the semantics):
+// same state machine and table, docs/CLASSIFY.md the semantics):
 //   qm_bconf   ARRAY[2] struct qm_bconf per slot: thresholds, the bulk and
 //              interactive cells, the classes checked, an epoch.
-//   qm_behave  LRU_HASH[65536] canonical 5-tuple (FlowKey's words) ->
-//              struct qm_bstate; the kernel evicts the least recently used.
-//   qm_bcount  PERCPU_ARRAY[4] flows tracked, (evicted: not seen), demoted, promoted.
+//   qm_behave  ARRAY[16384] struct qm_bset: FlowBehaviourTable's 65,536
+//              flows, 4-way set associative, the set by FlowKey.hash32
+//              (qm_flow_key), the same victim (the first free way, else the
+//              least recent second, the lowest way on a tie): both
+//              datapaths track and evict the same flows.
+//   qm_bcount  PERCPU_ARRAY[4] flows tracked, evicted, demoted, promoted.
 #define QM_GEN_BEHAVE 4u  // in qm_gen: the active slot has flow behaviour
 #define QM_B_BULK 1u
 #define QM_B_PPS 2u
 #define QM_B_BYTES 4u
 #define QM_B_INTER 8u
+#define QM_B_WAYS 4
+#define QM_B_SETS 16384     // FlowBehaviourTable.capacity / ways
+#define QM_B_USED 0x100u    // in qm_bway.last: the way holds a flow
+#define QM_NS 1000000000ull
 
 struct qm_bconf {
     __u64 bytes;
@@ -767,18 +774,20 @@ struct qm_bconf {
     __u32 pad;
 };
 
-struct qm_bstate {
+// One flow: its key (qm_flow_key's words) and FlowBehaviourState's fields.
+struct qm_bway {
+    __u64 k[5];
     __u32 second;
     __u32 packets;
     __u64 bytes;
     __u32 bulk_until;
     __u32 avg;
-    __u32 last;
-    __u32 epoch;
+    __u32 epoch;  // the load's: a way of another epoch is free
+    __u32 last;   // the last verdict | QM_B_USED
 };
 
-struct qm_bkey {
-    __u32 w[10];
+struct qm_bset {
+    struct qm_bway way[QM_B_WAYS];
 };
 
 struct {
@@ -789,10 +798,10 @@ struct {
 } qm_bconf SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, 65536);
-    __type(key, struct qm_bkey);
-    __type(value, struct qm_bstate);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, QM_B_SETS);
+    __type(key, __u32);
+    __type(value, struct qm_bset);
 } qm_behave SEC(".maps");
 
 struct {
@@ -816,46 +825,65 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
-    const struct qm_fields *f = fp;
+    struct qm_fields *f = fp;
     if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
-    // FlowKey's words, without the hash (the LRU map hashes the key itself).
-    struct qm_bkey k;
-    int swap = 0, decided = 0;
+    __u64 k[5];
+    __u32 set = (v6 ? qm_flow_key(f, 1, k) : qm_flow_key(f, 0, k)) & (QM_B_SETS - 1);
+    struct qm_bset *b = bpf_map_lookup_elem(&qm_behave, &set);
+    if (!b) return 0;
+    __u32 epoch = c->epoch;
+    // FlowBehaviourTable.update's walk: the flow's way, else the first free
+    // way, else the least recent (the lowest on a tie). Not atomic: two
+    // CPUs on one set at once may lose a count, or, taking one way for two
+    // flows, leave a mixed key that matches neither (a new entry next time).
+    int hit = -1, victim = -1, vfree = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if (!decided && f->d[i] != f->s[i]) {
-            swap = f->d[i] < f->s[i];
-            decided = 1;
+    for (int i = 0; i < QM_B_WAYS; i++) {
+        struct qm_bway *w = &b->way[i];
+        if ((w->last & QM_B_USED) && w->epoch == epoch &&
+            ((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) | (w->k[4] ^ k[4])) == 0) {
+            hit = i;
+            break;
         }
     }
-    if (!decided) swap = f->dp < f->sp;
-    // Blended with a mask clang cannot see is 0 or ~0: as `swap ? d : s`
-    // it picks the field by a pointer offset in a register, which the
-    // verifier refuses without CAP_PERFMON.
-    __u32 m = qm_launder(swap ? 0xffffffffu : 0);
+    if (hit < 0) {
+        __u32 vsec = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __u32 s = f->s[i], d = f->d[i];
-        k.w[i] = (s & ~m) | (d & m);
-        k.w[4 + i] = (d & ~m) | (s & m);
+        for (int i = 0; i < QM_B_WAYS; i++) {
+            struct qm_bway *w = &b->way[i];
+            if (!((w->last & QM_B_USED) && w->epoch == epoch)) {
+                victim = i;
+                vfree = 1;
+                break;
+            }
+            if (victim < 0 || w->second < vsec) {
+                victim = i;
+                vsec = w->second;
+            }
+        }
     }
-    __u32 sp = f->sp, dp = f->dp;
-    k.w[8] = ((sp & ~m) | (dp & m)) << 16 | (((dp & ~m) | (sp & m)) & 0xffff);
-    k.w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
+    // Plus a 0 the verifier cannot see: an index that is a constant on some
+    // paths and not on others is refused without CAP_PERFMON ("tried to add
+    // from different maps, paths or scalars").
+    __u32 idx = ((__u32)(hit >= 0 ? hit : victim) + (qm_launder(epoch) - epoch)) & (QM_B_WAYS - 1);
+    struct qm_bway *st = &b->way[idx];
+    if (hit < 0) {
+        if (!vfree) qm_bcount_add(1);
+        qm_bcount_add(0);
+#pragma unroll
+        for (int i = 0; i < 5; i++) st->k[i] = k[i];
+        st->second = 0;
+        st->packets = 0;
+        st->bytes = 0;
+        st->bulk_until = 0;
+        st->avg = 0;
+        st->epoch = epoch;
+        st->last = QM_B_USED;
+    }
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
-    __u32 sec = (__u32)(now / 1000000000ull);
+    __u32 sec = (__u32)(now / QM_NS);
     if (!segs) segs = 1;
     __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
-    struct qm_bstate *st = bpf_map_lookup_elem(&qm_behave, &k);
-    if (!st || st->epoch != c->epoch) {
-        struct qm_bstate fresh = {.epoch = c->epoch};
-        // Not BPF_NOEXIST: a state of an old epoch is replaced too.
-        if (bpf_map_update_elem(&qm_behave, &k, &fresh, BPF_ANY)) return 0;
-        st = bpf_map_lookup_elem(&qm_behave, &k);
-        if (!st) return 0;
-        qm_bcount_add(0);
-    }
-    // Per-CPU races on one flow's state (two CPUs at once) may lose a count.
     if (sec != st->second) {
         if (sec - st->second > hold) st->bytes = 0;
         st->second = sec;
@@ -864,7 +892,7 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     __u32 p = st->packets + segs;
     st->packets = p < st->packets ? 0xffffffffu : p;
     st->bytes += len;
-    __u32 size = len / segs;
+    __u32 size = segs == 1 ? len : len / segs;
     if (!size) size = 1;
     st->avg = st->avg ? (st->avg * 7 + size) >> 3 : size;
     __u32 v = 0;
@@ -874,10 +902,10 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
         if (st->bulk_until && sec < st->bulk_until) v = 1;
     }
     if (!v && (c->flags & QM_B_INTER) && st->avg <= c->max_avg) v = 2;
-    if (v != st->last) {
+    if (v != (st->last & 3)) {
         if (v == 1) qm_bcount_add(2);
         if (v == 2) qm_bcount_add(3);
-        st->last = v;
+        st->last = v | QM_B_USED;
     }
     if (v == 1) return 1 + c->bulk_cell % 24;
     if (v == 2) return 1 + c->inter_cell % 24;
