@@ -163,7 +163,7 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 //   qm_frcount PERCPU_ARRAY[2 * QM_MAX_RULES] packets and bytes per rule.
 //   qm_flows   ARRAY[QM_FLOW_SLOTS] struct qm_flow: the connection table,
 //              direct-mapped like QoSMapCore's ConnectionTable (same key,
-//              same FNV-1a hash, same slot), so that both datapaths keep and
+//              same hash, same slot), so that both datapaths keep and
 //              lose the same connections: a flow whose slot another matched
 //              flow takes is classified by trust until its next matched packet.
 #define QM_MAX_RULES 4096
@@ -295,12 +295,15 @@ struct {
 // What flow rules read (PacketFlow.fields): addresses as four host-order
 // words (IPv4 in word 3, as FlowKey has them).
 struct qm_fields {
-    __u32 s[4], d[4];
+    // 8-aligned: qm_flow_key reads each address as two u64 (the verifier
+    // refuses a misaligned stack access).
+    __u32 s[4] __attribute__((aligned(8))), d[4];
     __u16 sp, dp;
     __u8 proto, has_proto, has_ports, dscp;
     // 1: read (qm_parse_fast, qm_parse). In the fields rather than a local:
-    // mark_ip keeps no register live across the rule code for it.
-    __u32 ok;
+    // mark_ip keeps no register live across the rule code for it. 64 bits:
+    // the struct has no padding, which the verifier would find unwritten.
+    __u64 ok;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -479,8 +482,10 @@ static __always_inline __u64 qm_wide(__u64 x) {
     return x;
 }
 
-static __always_inline __u32 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
-    return t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)];
+// 64 bits wide (qm_wide): a class kept across the dns: lookup is spilled
+// with a 64-bit store (its slot may have held a pointer of the address search).
+static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 y) {
+    return qm_wide(t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)]);
 }
 
 // AddressIntervals.classOf: the last interval whose start is not above
@@ -504,11 +509,9 @@ static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
-    __u32 k = slot * 2 + field;
+static __always_inline __u64 qm_addr6(__u32 k, __u64 ah, __u64 al) {
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
@@ -519,16 +522,32 @@ static __always_inline __u64 qm_addr6(__u32 slot, __u32 field, const __u32 *w) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-// The classes of the packet's source and destination (source | destination
-// << 16); a field whose count is 1 has its class in the config.
-__noinline int qm_addrs6(struct qm_fields *f, __u32 slot) {
-    if (!f) return 0;
-    __u32 k = slot & 1;
-    struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &k);
+// The class of IPv6 address ah:al in table `k` (slot * 2 + field): qm_addr6
+// in a global function of scalars, verified once (inlined, its branches,
+// three a step, multiply the verifier's paths beyond its limit).
+__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) { return qm_addr6(k & 3, ah, al); }
+
+// qm_addr6's search inlined over the starts' high halves only (one branch a
+// step, as IPv4's: the verifier's paths stay few): the last start whose high
+// half is not above the address's. That is the answer unless its high half
+// equals the address's and its low half is above it (a prefix longer than
+// /64 in the address's /64): then qm_addr6_full searches all 128 bits, a
+// call (about 10 ns here) that prefixes of /64 or shorter never take.
+static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w) {
+    __u32 k = slot * 2 + field;
+    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
-    __u32 s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6(k, 0, f->s);
-    __u32 d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6(k, 1, f->d);
-    return s | d << 16;
+    __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
+    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
+#pragma unroll
+    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
+        if (t->hi[mid] <= ah) lo = mid;
+    }
+    lo &= QM_MAX_INTERVALS - 1;
+    __u64 sh = t->hi[lo];
+    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(k, ah, al);
+    return qm_wide(t->cls[lo]);
 }
 
 // FlowClassifier.classify: rule + 1, or 0. Every table but the addresses'
@@ -549,15 +568,19 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
         d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
     } else {
-        // The IPv6 searches in a global function, verified once: inlined, their
+        // The high halves searched inline (qm_addr6_hi); the full 128-bit
+        // searches in a global function, verified once: inlined, their
         // branches (three a step) multiply the verifier's paths beyond its limit.
-        __u32 sd = qm_addrs6(f, slot);
-        s = sd & 0xffff;
-        d = sd >> 16;
+        s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6_hi(slot, 0, f->s);
+        d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6_hi(slot, 1, f->d);
+        // Masked after the paths join: the same range on each, so that the
+        // verifier's states there match and prune.
+        s = qm_launder(s) & 0xffff;
+        d = qm_launder(d) & 0xffff;
     }
-    __u32 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
-    __u32 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
-    __u32 ad = qm_cross(t, 2, s, d);
+    __u64 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
+    __u64 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
+    __u64 ad = qm_cross(t, 2, s, d);
     if (t->c.dns) {
         // The destination's learned mask (0: not learned) → its dns class.
         __u32 *m;
@@ -574,33 +597,39 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     return qm_cross(t, 5, qm_cross(t, 4, po, ar), ad);
 }
 
-#define QM_FNV_BASIS 0x811c9dc5u
-#define QM_FNV_PRIME 0x01000193u
+// FlowKey.hash32's constants (odd; from xxHash and MurmurHash3).
+#define QM_HK0 0x9e3779b97f4a7c15ull
+#define QM_HK1 0xc2b2ae3d27d4eb4full
+#define QM_HK2 0x165667b19e3779f9ull
+#define QM_HK3 0xd6e8feb86659fd93ull
+#define QM_HK4 0xff51afd7ed558ccdull
+#define QM_HK5 0xc4ceb9fe1a85ec53ull
 
 // FlowKey: the two ends ordered (address, then port), as five u64 in the
-// words' memory order (w[2i] low), and its FNV-1a slot. For IPv4 the six
-// zero address words are folded: (h ^ 0) * P is h * P, so the hash of the
-// three leading zeros is a constant and the three between the addresses one
-// multiply by P^3 (the same value as ten rounds, in four multiplies).
+// words' memory order (w[2i] low), and its slot: FlowKey.hash32, a sum of
+// the five words' products with odd constants (independent multiplies, not
+// a chain of ten as FNV-1a's), folded by xorshift-multiply. For IPv4 the
+// zero words drop out of the sum. IPv6 addresses are read and swapped as
+// u64 pairs (qm_fields is 8-aligned): in memory the host-order words are
+// already the key's.
 static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u64 *k) {
+    // 64 bits wide (qm_wide): spilled with 64-bit stores.
+    __u64 sp = qm_wide(f->sp), dp = qm_wide(f->dp);
+    __u64 w9 = qm_wide((v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0));
     int swap;
-    __u32 h;
+    __u64 x;
     if (!v6) {
-        __u32 a = f->s[3], b = f->d[3], sp = f->sp, dp = f->dp;
+        __u32 a = f->s[3], b = f->d[3];
         swap = b != a ? b < a : dp < sp;
         __u32 m = -(__u32)swap;
-        __u32 x = (a ^ b) & m, lo = a ^ x, hi = b ^ x;
-        __u32 w8 = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m), w9 = f->has_proto ? f->proto : 0;
+        __u32 y = (a ^ b) & m, lo = a ^ y, hi = b ^ y;
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & m);
         k[0] = 0;
         k[1] = (__u64)lo << 32;
         k[2] = 0;
         k[3] = (__u64)hi << 32;
         k[4] = (__u64)w9 << 32 | w8;
-        h = (QM_FNV_BASIS * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME) ^ lo;
-        h *= QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME * QM_FNV_PRIME;
-        h = (h ^ hi) * QM_FNV_PRIME;
-        h = (h ^ w8) * QM_FNV_PRIME;
-        h = (h ^ w9) * QM_FNV_PRIME;
+        x = k[1] * QM_HK1 + k[3] * QM_HK3 + k[4] * QM_HK4;
     } else {
         int decided = 0;
         swap = 0;
@@ -611,25 +640,23 @@ static __always_inline __u32 qm_flow_key(struct qm_fields *f, const int v6, __u6
                 decided = 1;
             }
         }
-        if (!decided) swap = f->dp < f->sp;
+        if (!decided) swap = dp < sp;
         // Swapped by masks: a select between f->s and f->d becomes a
         // pointer moved by a register, refused without CAP_PERFMON.
-        __u32 w[10], m = -(__u32)swap, sp = f->sp, dp = f->dp;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __u32 x = (f->s[i] ^ f->d[i]) & m;
-            w[i] = f->s[i] ^ x;
-            w[4 + i] = f->d[i] ^ x;
-        }
-        w[8] = (sp << 16 | dp) ^ (((sp ^ dp) * 0x10001u) & m);
-        w[9] = 0x100 | (f->has_proto ? f->proto : 0);
-        h = QM_FNV_BASIS;
-#pragma unroll
-        for (int i = 0; i < 10; i++) h = (h ^ w[i]) * QM_FNV_PRIME;
-#pragma unroll
-        for (int i = 0; i < 5; i++) k[i] = (__u64)w[2 * i + 1] << 32 | w[2 * i];
+        __u64 m = -(__u64)swap;
+        const __u64 *s = (const __u64 *)f->s, *d = (const __u64 *)f->d;
+        __u64 y0 = (s[0] ^ d[0]) & m, y1 = (s[1] ^ d[1]) & m;
+        __u32 w8 = (__u32)(sp << 16 | dp) ^ (((__u32)(sp ^ dp) * 0x10001u) & (__u32)m);
+        k[0] = s[0] ^ y0;
+        k[1] = s[1] ^ y1;
+        k[2] = d[0] ^ y0;
+        k[3] = d[1] ^ y1;
+        k[4] = (__u64)w9 << 32 | w8;
+        x = k[0] * QM_HK0 + k[1] * QM_HK1 + k[2] * QM_HK2 + k[3] * QM_HK3 + k[4] * QM_HK4;
     }
-    return (h ^ (h >> 16)) & (QM_FLOW_SLOTS - 1);
+    x ^= x >> 32;
+    x *= QM_HK5;
+    return (__u32)(x >> 32) & (QM_FLOW_SLOTS - 1);
 }
 
 static __always_inline int qm_same_key(struct qm_flow *e, const __u64 *k) {
@@ -714,17 +741,24 @@ __noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm
 __noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
-// same state machine, docs/CLASSIFY.md the semantics):
+// same state machine and table, docs/CLASSIFY.md the semantics):
 //   qm_bconf   ARRAY[2] struct qm_bconf per slot: thresholds, the bulk and
 //              interactive cells, the classes checked, an epoch.
-//   qm_behave  LRU_HASH[65536] canonical 5-tuple (FlowKey's words) ->
-//              struct qm_bstate; the kernel evicts the least recently used.
-//   qm_bcount  PERCPU_ARRAY[4] flows tracked, (evicted: not seen), demoted, promoted.
+//   qm_behave  ARRAY[16384] struct qm_bset: FlowBehaviourTable's 65,536
+//              flows, 4-way set associative, the set by FlowKey.hash32
+//              (qm_flow_key), the same victim (the first free way, else the
+//              least recent second, the lowest way on a tie): both
+//              datapaths track and evict the same flows.
+//   qm_bcount  PERCPU_ARRAY[4] flows tracked, evicted, demoted, promoted.
 #define QM_GEN_BEHAVE 4u  // in qm_gen: the active slot has flow behaviour
 #define QM_B_BULK 1u
 #define QM_B_PPS 2u
 #define QM_B_BYTES 4u
 #define QM_B_INTER 8u
+#define QM_B_WAYS 4
+#define QM_B_SETS 16384     // FlowBehaviourTable.capacity / ways
+#define QM_B_USED 0x100u    // in qm_bway.last: the way holds a flow
+#define QM_NS 1000000000ull
 
 struct qm_bconf {
     __u64 bytes;
@@ -740,18 +774,20 @@ struct qm_bconf {
     __u32 pad;
 };
 
-struct qm_bstate {
+// One flow: its key (qm_flow_key's words) and FlowBehaviourState's fields.
+struct qm_bway {
+    __u64 k[5];
     __u32 second;
     __u32 packets;
     __u64 bytes;
     __u32 bulk_until;
     __u32 avg;
-    __u32 last;
-    __u32 epoch;
+    __u32 epoch;  // the load's: a way of another epoch is free
+    __u32 last;   // the last verdict | QM_B_USED
 };
 
-struct qm_bkey {
-    __u32 w[10];
+struct qm_bset {
+    struct qm_bway way[QM_B_WAYS];
 };
 
 struct {
@@ -762,10 +798,10 @@ struct {
 } qm_bconf SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, 65536);
-    __type(key, struct qm_bkey);
-    __type(value, struct qm_bstate);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, QM_B_SETS);
+    __type(key, __u32);
+    __type(value, struct qm_bset);
 } qm_behave SEC(".maps");
 
 struct {
@@ -789,46 +825,65 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
-    const struct qm_fields *f = fp;
+    struct qm_fields *f = fp;
     if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
-    // FlowKey's words, without the hash (the LRU map hashes the key itself).
-    struct qm_bkey k;
-    int swap = 0, decided = 0;
+    __u64 k[5];
+    __u32 set = (v6 ? qm_flow_key(f, 1, k) : qm_flow_key(f, 0, k)) & (QM_B_SETS - 1);
+    struct qm_bset *b = bpf_map_lookup_elem(&qm_behave, &set);
+    if (!b) return 0;
+    __u32 epoch = c->epoch;
+    // FlowBehaviourTable.update's walk: the flow's way, else the first free
+    // way, else the least recent (the lowest on a tie). Not atomic: two
+    // CPUs on one set at once may lose a count, or, taking one way for two
+    // flows, leave a mixed key that matches neither (a new entry next time).
+    int hit = -1, victim = -1, vfree = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if (!decided && f->d[i] != f->s[i]) {
-            swap = f->d[i] < f->s[i];
-            decided = 1;
+    for (int i = 0; i < QM_B_WAYS; i++) {
+        struct qm_bway *w = &b->way[i];
+        if ((w->last & QM_B_USED) && w->epoch == epoch &&
+            ((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) | (w->k[4] ^ k[4])) == 0) {
+            hit = i;
+            break;
         }
     }
-    if (!decided) swap = f->dp < f->sp;
-    // Blended with a mask clang cannot see is 0 or ~0: as `swap ? d : s`
-    // it picks the field by a pointer offset in a register, which the
-    // verifier refuses without CAP_PERFMON.
-    __u32 m = qm_launder(swap ? 0xffffffffu : 0);
+    if (hit < 0) {
+        __u32 vsec = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __u32 s = f->s[i], d = f->d[i];
-        k.w[i] = (s & ~m) | (d & m);
-        k.w[4 + i] = (d & ~m) | (s & m);
+        for (int i = 0; i < QM_B_WAYS; i++) {
+            struct qm_bway *w = &b->way[i];
+            if (!((w->last & QM_B_USED) && w->epoch == epoch)) {
+                victim = i;
+                vfree = 1;
+                break;
+            }
+            if (victim < 0 || w->second < vsec) {
+                victim = i;
+                vsec = w->second;
+            }
+        }
     }
-    __u32 sp = f->sp, dp = f->dp;
-    k.w[8] = ((sp & ~m) | (dp & m)) << 16 | (((dp & ~m) | (sp & m)) & 0xffff);
-    k.w[9] = (v6 ? 0x100 : 0) | (f->has_proto ? f->proto : 0);
+    // Plus a 0 the verifier cannot see: an index that is a constant on some
+    // paths and not on others is refused without CAP_PERFMON ("tried to add
+    // from different maps, paths or scalars").
+    __u32 idx = ((__u32)(hit >= 0 ? hit : victim) + (qm_launder(epoch) - epoch)) & (QM_B_WAYS - 1);
+    struct qm_bway *st = &b->way[idx];
+    if (hit < 0) {
+        if (!vfree) qm_bcount_add(1);
+        qm_bcount_add(0);
+#pragma unroll
+        for (int i = 0; i < 5; i++) st->k[i] = k[i];
+        st->second = 0;
+        st->packets = 0;
+        st->bytes = 0;
+        st->bulk_until = 0;
+        st->avg = 0;
+        st->epoch = epoch;
+        st->last = QM_B_USED;
+    }
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
-    __u32 sec = (__u32)(now / 1000000000ull);
+    __u32 sec = (__u32)(now / QM_NS);
     if (!segs) segs = 1;
     __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
-    struct qm_bstate *st = bpf_map_lookup_elem(&qm_behave, &k);
-    if (!st || st->epoch != c->epoch) {
-        struct qm_bstate fresh = {.epoch = c->epoch};
-        // Not BPF_NOEXIST: a state of an old epoch is replaced too.
-        if (bpf_map_update_elem(&qm_behave, &k, &fresh, BPF_ANY)) return 0;
-        st = bpf_map_lookup_elem(&qm_behave, &k);
-        if (!st) return 0;
-        qm_bcount_add(0);
-    }
-    // Per-CPU races on one flow's state (two CPUs at once) may lose a count.
     if (sec != st->second) {
         if (sec - st->second > hold) st->bytes = 0;
         st->second = sec;
@@ -837,7 +892,7 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     __u32 p = st->packets + segs;
     st->packets = p < st->packets ? 0xffffffffu : p;
     st->bytes += len;
-    __u32 size = len / segs;
+    __u32 size = segs == 1 ? len : len / segs;
     if (!size) size = 1;
     st->avg = st->avg ? (st->avg * 7 + size) >> 3 : size;
     __u32 v = 0;
@@ -847,10 +902,10 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
         if (st->bulk_until && sec < st->bulk_until) v = 1;
     }
     if (!v && (c->flags & QM_B_INTER) && st->avg <= c->max_avg) v = 2;
-    if (v != st->last) {
+    if (v != (st->last & 3)) {
         if (v == 1) qm_bcount_add(2);
         if (v == 2) qm_bcount_add(3);
-        st->last = v;
+        st->last = v | QM_B_USED;
     }
     if (v == 1) return 1 + c->bulk_cell % 24;
     if (v == 2) return 1 + c->inter_cell % 24;

@@ -16,6 +16,13 @@ extension Field: ExpressibleByArgument {
 
     /// The canonical name.
     public var defaultValueDescription: String { name }
+
+    /// None: the names are their own description. ArgumentParser's default
+    /// for a `UInt8`-backed `CaseIterable` keys each name by its raw number
+    /// ("0": "green"), which help then printed as an empty "green - " line per
+    /// value, and which formats each raw `UInt8` through a dynamic cast at
+    /// every start-up (two conformance scans of the whole binary).
+    public static var allValueDescriptions: [String: String] { [:] }
 }
 
 extension TrustMode: ExpressibleByArgument {
@@ -38,6 +45,13 @@ extension ServiceClass: ExpressibleByArgument {
 
     /// The canonical name.
     public var defaultValueDescription: String { name }
+
+    /// None: the names are their own description. ArgumentParser's default
+    /// for a `UInt8`-backed `CaseIterable` keys each name by its raw number
+    /// ("0": "green"), which help then printed as an empty "green - " line per
+    /// value, and which formats each raw `UInt8` through a dynamic cast at
+    /// every start-up (two conformance scans of the whole binary).
+    public static var allValueDescriptions: [String: String] { [:] }
 }
 
 extension Color: ExpressibleByArgument {
@@ -49,6 +63,13 @@ extension Color: ExpressibleByArgument {
 
     /// The canonical name.
     public var defaultValueDescription: String { name }
+
+    /// None: the names are their own description. ArgumentParser's default
+    /// for a `UInt8`-backed `CaseIterable` keys each name by its raw number
+    /// ("0": "green"), which help then printed as an empty "green - " line per
+    /// value, and which formats each raw `UInt8` through a dynamic cast at
+    /// every start-up (two conformance scans of the whole binary).
+    public static var allValueDescriptions: [String: String] { [:] }
 }
 
 extension UntrustedFallback: ExpressibleByArgument {

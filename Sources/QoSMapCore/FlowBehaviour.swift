@@ -4,8 +4,9 @@ import Synchronization
 // demoted (bulk), a flow of small packets is promoted (interactive). One
 // state machine (``FlowBehaviourState/update(length:segments:now:_:)``),
 // run by the nfqueue datapath in a ``FlowBehaviourTable`` and by the ebpf
-// classifier (`qm_behave` in Bpf/qosmap.bpf.c) in an LRU hash map; the tests
-// feed both the same packets at the same times. docs/CLASSIFY.md has the
+// classifier in the same table (`qm_behave` in Bpf/qosmap.bpf.c: the same
+// sets, ways and victims); the tests feed both the same packets at the same
+// times. docs/CLASSIFY.md has the
 // semantics in prose.
 
 /// `classify.flows`: the thresholds and what a flow that crosses them gets.
@@ -103,7 +104,7 @@ public enum FlowVerdict: UInt8, Sendable {
     case interactive = 2
 }
 
-/// One flow's state: 24 bytes, the same fields as `struct qm_behave` in
+/// One flow's state: 24 bytes, the same fields as `struct qm_bway` in
 /// Bpf/qosmap.bpf.c.
 public struct FlowBehaviourState: Sendable, Equatable {
     /// The clock's second (monotonic nanoseconds / 10^9) of the flow's last packet.
@@ -185,7 +186,9 @@ public struct FlowBehaviourEvent: Sendable, Equatable {
 /// associative (16,384 sets by ``FlowKey/hash32``); a new flow in a full set
 /// replaces the set's least recently used entry (by the second of its last
 /// packet, the lowest way on a tie). Shared by the queue threads (64 lock
-/// stripes); no allocation per packet.
+/// stripes); no allocation per packet. The ebpf classifier's `qm_behave`
+/// is the same table (sets, ways, victims), so both datapaths track and
+/// evict the same flows.
 public final class FlowBehaviourTable: Sendable {
     /// Entries in all.
     public static let capacity = 65536

@@ -17,7 +17,8 @@ struct EBPFBehaviourConfig: BitwiseCopyable {
 }
 
 /// Flow behaviour in the ebpf classifier (`qm_bconf`, `qm_behave`,
-/// `qm_bcount`; the same state machine as ``FlowBehaviourState``).
+/// `qm_bcount`; the same state machine as ``FlowBehaviourState`` in the
+/// same 4-way table as ``FlowBehaviourTable``).
 enum EBPFBehaviour {
     /// `QM_GEN_BEHAVE`: the bit of `qm_gen` that says the active slot has flow behaviour.
     static let genBehave: UInt32 = 4
@@ -56,7 +57,7 @@ enum EBPFBehaviour {
         try maps.object.map(named: "qm_bconf").update(UInt32(slot), config(b, epoch: epoch, testNow: testNow))
     }
 
-    /// `qm_bcount` summed over CPUs: flows tracked, (evicted: not counted), demoted, promoted.
+    /// `qm_bcount` summed over CPUs: flows tracked, evicted, demoted, promoted.
     static func counts(_ maps: EBPFDatapath.Maps) throws(BPFError) -> [UInt64] {
         let m = try maps.object.map(named: "qm_bcount")
         var r: [UInt64] = []

@@ -407,6 +407,7 @@ public final class EBPFDatapath: Service, Sendable {
             if let maps = s.maps, let now = try? EBPFBehaviour.counts(maps), now.count == 4 {
                 let d = zip(now, s.lastBehaviourCounts).map { Int(truncatingIfNeeded: $0 &- $1) }
                 counts.flows.tracked = d[0]
+                counts.flows.evicted = d[1]
                 counts.flows.demoted = d[2]
                 counts.flows.promoted = d[3]
                 s.lastBehaviourCounts = now

@@ -57,8 +57,8 @@ public struct EBPFTestBench {
         try EBPFBehaviour.write(behaviour, slot: 0, epoch: 1, testNow: nanoseconds, maps)
     }
 
-    /// `classify.flows` counters so far (all CPUs): tracked, evicted (not
-    /// counted on ebpf: 0), demoted, promoted.
+    /// `classify.flows` counters so far (all CPUs): tracked, evicted,
+    /// demoted, promoted.
     public func behaviourCounts() throws(BPFError) -> [UInt64] { try EBPFBehaviour.counts(maps) }
 
     /// Packets and bytes each rule counted so far (all CPUs).

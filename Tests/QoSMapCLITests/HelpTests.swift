@@ -36,6 +36,34 @@ struct HelpTests {
         }
     }
 
+    /// An option whose values are names (`--color`, `--field`, `--class`) lists
+    /// them once, "(values: …)", and prints no value line with an empty
+    /// description ("green - "), which ArgumentParser's default descriptions of
+    /// a `UInt8`-backed enum made.
+    @Test(arguments: [
+        (["lookup"], "--color", "green, yellow, red"),
+        (["show"], "--field", "dscp, ip-precedence, 8021p, exp"),
+        (["diff"], "--field", "dscp, ip-precedence, 8021p, exp"),
+    ])
+    func namedValuesAreListedWithoutEmptyDescriptions(
+        command: [String], option: String, values: String
+    ) throws {
+        let text = try help(command)
+        let lines = text.split(separator: "\n").map(String.init)
+        for line in lines {
+            let blank = line.hasSuffix(" -") || line.hasSuffix(" - ")
+            #expect(!(blank && line.hasPrefix("        ")), "\(command): '\(line)'")
+        }
+        guard let at = lines.firstIndex(where: { $0.hasPrefix("  \(option) ") }) else {
+            Issue.record("\(command): no \(option)")
+            return
+        }
+        // The entry's lines, with the wrapping's indentation collapsed.
+        let entry = lines[at...].prefix(3).joined(separator: " ")
+            .split(separator: " ").joined(separator: " ")
+        #expect(entry.contains("(values: \(values))"), "\(command): \(entry)")
+    }
+
     /// The pcapng limits are stated where a user looks.
     @Test func item15_remarkHelpStatesThePcapngLimits() throws {
         let text = try help(["remark"])

@@ -32,13 +32,6 @@ struct EBPFBehaviourProgramTests {
 
     @Test(arguments: [7 as UInt64, 0xF10E])
     func programMatchesThePipeline(seed: UInt64) throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
-        let bench = try EBPFTestBench(snapshot, interfaces: ["out1": 1, "in1": 5])
-        var pipeline = PacketPipeline(interfaceName: { [1: "out1", 5: "in1"][$0] })
-        let table = try #require(snapshot.behaviour)
-        var r = EBPFFlowProgramTests.Random(state: seed)
         var flows: [FlowPacket] = []
         for i in 0..<6 {
             let v6 = i % 2 == 1
@@ -49,6 +42,52 @@ struct EBPFBehaviourProgramTests {
                     destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
                     sourcePort: UInt16(40000 + i), destinationPort: 5001, dscp: [46, 26, 0, 46, 26, 46][i]))
         }
+        let c = try Self.compare(flows, seed: seed)
+        #expect(c[1] == 0, "six flows in 65,536 entries: no eviction")
+    }
+
+    /// Seven flows (v4 and v6) in one set of four ways: both tables must
+    /// pick the same victims (the first free way, else the least recent
+    /// second), or a flow's history, hence its verdicts, would differ.
+    @Test(arguments: [3 as UInt64, 0xE71C])
+    func fullSetEvictsAlike(seed: UInt64) throws {
+        let want =
+            FlowKey(
+                FlowPacket(
+                    protocolNumber: 6, source: IPAddress(parsing: "198.18.1.1")!,
+                    destination: IPAddress(parsing: "198.19.2.9")!, sourcePort: 40000, destinationPort: 5001,
+                    dscp: 46)
+            ).hash32 & 16383
+        var flows: [FlowPacket] = []
+        // About 16,384 candidates a flow (bounded: 7 × 16,384 is expected).
+        var n = 0
+        while flows.count < 7, n < 2_000_000 {
+            let v6 = flows.count % 2 == 1
+            let p = FlowPacket(
+                protocolNumber: flows.count >= 5 ? 17 : 6,
+                source: IPAddress(parsing: v6 ? "fd00:1::1" : "198.18.1.1")!,
+                destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
+                sourcePort: UInt16(40000 + n % 20000), destinationPort: UInt16(1024 + n / 20000),
+                dscp: [46, 26][flows.count % 2])
+            if FlowKey(p).hash32 & 16383 == want { flows.append(p) }
+            n += 1
+        }
+        try #require(flows.count == 7)
+        let c = try Self.compare(flows, seed: seed)
+        #expect(c[1] > 100, "evictions \(c)")
+    }
+
+    /// Feeds 4,000 packets of `flows` (random picks, directions, sizes and
+    /// times) to the program and to the pipeline; every packet must leave
+    /// alike and every counter agree. Returns the program's counters.
+    static func compare(_ flows: [FlowPacket], seed: UInt64) throws -> [UInt64] {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let bench = try EBPFTestBench(snapshot, interfaces: ["out1": 1, "in1": 5])
+        var pipeline = PacketPipeline(interfaceName: { [1: "out1", 5: "in1"][$0] })
+        let table = try #require(snapshot.behaviour)
+        var r = EBPFFlowProgramTests.Random(state: seed)
         var now: UInt64 = 1_000 * 1_000_000_000
         var mismatches = 0
         var first: String?
@@ -87,7 +126,9 @@ struct EBPFBehaviourProgramTests {
         #expect(changed > 1000, "behaviour changed the DSCP of \(changed) packets")
         let c = try bench.behaviourCounts()
         #expect(c[0] == UInt64(pipeline.counts.flows.tracked))
+        #expect(c[1] == UInt64(pipeline.counts.flows.evicted), "\(c)")
         #expect(c[2] == UInt64(pipeline.counts.flows.demoted) && c[2] > 0, "\(c)")
         #expect(c[3] == UInt64(pipeline.counts.flows.promoted) && c[3] > 0, "\(c)")
+        return c
     }
 }

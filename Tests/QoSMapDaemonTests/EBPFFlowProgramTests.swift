@@ -390,6 +390,23 @@ struct EBPFFlowProgramTests {
         #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
     }
 
+    /// IPv6 prefixes longer than /64: the program's search over the starts'
+    /// high halves then meets starts that differ only in the low half, and
+    /// finishes with the full 128-bit search (qm_addr6_full).
+    @Test func longIPv6PrefixesMatchThePipeline() throws {
+        let text = Self.config.replacingOccurrences(of: "fd00:2::/64", with: "fd00:2::4/126, fd00:2::1/128")
+            .replacingOccurrences(of: "fd00:3::/64", with: "fd00:3::/125")
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(text, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+        let (maps, _) = try Self.load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0x6128, count: 6000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        // The random IPv6 addresses in fd00:2::/64 and fd00:3::/64 are ::0 to
+        // ::7: inside and outside the long prefixes, before and after their starts.
+        #expect(t.ruled > 1000)
+    }
+
     /// The comparison can fail: with one rule's treatment written wrong in
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
@@ -406,6 +423,38 @@ struct EBPFFlowProgramTests {
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 7, count: 3000)
         #expect(t.mismatches > 0)
+    }
+
+    /// The program files a connection in the slot ``FlowKey/hash32`` gives
+    /// and with ``FlowKey``'s words (what keeps the two datapaths' tables
+    /// alike when flows collide), for both families and both orders of the ends.
+    @Test(arguments: [false, true])
+    func connectionsSitWhereFlowKeyPutsThem(v6: Bool) throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, _) = try Self.load(snapshot)
+        var r = Random(state: v6 ? 0xF10 : 0xF4)
+        for _ in 0..<200 {
+            // "backup" (rule 1, tcp 873) keeps its connection; either end may be the lower.
+            let a = Self.address(&r, v6: v6)
+            let b = Self.address(&r, v6: v6)
+            let p = FlowPacket(
+                protocolNumber: 6, source: a, destination: b, sourcePort: UInt16(r.below(65536)),
+                destinationPort: 873)
+            let frame: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (v6 ? [0x86, 0xDD] : [8, 0])
+            let ip = Self.ipPacket(p, variant: 0, ecn: 0, payload: 8)
+            _ = try maps.program.testRun(packet: frame + ip, ifindex: 1, ingressIfindex: 0)
+            let key = FlowKey(p)
+            let slot = key.hash32 & UInt32(ConnectionTable.slots - 1)
+            typealias Entry = (
+                UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32
+            )
+            let e = try #require(try maps.flows.lookup(slot, as: Entry.self))
+            let words = [e.0, e.1, e.2, e.3, e.4, e.5, e.6, e.7, e.8, e.9]
+            #expect(words == key.words, "\(p) in slot \(slot)")
+            #expect(e.10 & 0xFFFF == 2, "\(p): rule + 1 of backup")
+        }
     }
 
     /// A reload forgets connections (a new epoch), as nfqueue's new table does.
