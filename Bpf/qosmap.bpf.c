@@ -507,12 +507,22 @@ static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
 
 // The index entry of key `a` (u32 address or u64 high half): its bucket
 // in the window of QM_IDX buckets of 2^shift from `base`, else below or
-// above it (a - base wraps to more than any bucket when a is below).
-#define QM_IDX_ENTRY(t, a)                                                    \
-    ({                                                                        \
-        __u64 b_ = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);           \
-        if (b_ >= QM_IDX) b_ = (__u64)(a) < (t)->ibase ? QM_IDX : QM_IDX + 1; \
-        (__u32)(t)->idx[b_];                                                  \
+// above it (a - base wraps to more than any bucket when a is below). Those
+// two are read at constant offsets, each on its own path (qm_wide stops
+// clang from merging them into one variable offset): a variable offset
+// that is a different range on another path is refused without
+// CAP_PERFMON ("pointer arithmetic with it prohibited for !root").
+#define QM_IDX_ENTRY(t, a)                                              \
+    ({                                                                  \
+        __u64 b_ = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);     \
+        __u64 e_;                                                       \
+        if (b_ < QM_IDX)                                                \
+            e_ = (t)->idx[b_];                                          \
+        else if ((__u64)(a) < (t)->ibase)                               \
+            e_ = qm_wide((t)->idx[QM_IDX]);                             \
+        else                                                            \
+            e_ = qm_wide((t)->idx[QM_IDX + 1]);                         \
+        (__u32)e_;                                                      \
     })
 
 // One step of the search (written out: clang does not unroll a loop with
