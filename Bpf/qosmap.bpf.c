@@ -195,11 +195,24 @@ struct qm_fslot {
     __u16 cross[QM_CROSS];
 };
 
+// The address search's index (EBPFFlowTables.swift, bucketIndex): the
+// address's bits after `shift`, above `base`, pick one of QM_IDX buckets
+// (QM_IDX: below the window, QM_IDX + 1: above it); its entry is where the
+// search starts (low 12 bits) and how many steps it takes (high 4 bits),
+// so that starts packed in one prefix (1,000 /26 in a /16) take a step or
+// two instead of 12.
+#define QM_IDX 1024
+#define QM_IDX_N (QM_IDX + 4)  // below, above, and padding to 8 bytes
+
 struct qm_faddr4 {
     __u32 start[QM_MAX_INTERVALS];
     __u16 cls[QM_MAX_INTERVALS];
-    __u32 zero;  // 0, read at run time (see qm_addr4)
+    __u32 zero;  // 0, read at run time (see qm_addr6)
     __u32 pad;
+    __u64 ibase;
+    __u32 ishift;
+    __u32 ipad;
+    __u16 idx[QM_IDX_N];
 };
 
 struct qm_faddr6 {
@@ -208,6 +221,10 @@ struct qm_faddr6 {
     __u16 cls[QM_MAX_INTERVALS];
     __u32 zero;
     __u32 pad;
+    __u64 ibase;  // the index over the high halves
+    __u32 ishift;
+    __u32 ipad;
+    __u16 idx[QM_IDX_N];
 };
 
 struct qm_frule {
@@ -488,24 +505,56 @@ static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
     return qm_wide(t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)]);
 }
 
+// The index entry of key `a` (u32 address or u64 high half): its bucket
+// in the window of QM_IDX buckets of 2^shift from `base`, else below or
+// above it (a - base wraps to more than any bucket when a is below). Those
+// two are read at constant offsets, each on its own path (qm_wide stops
+// clang from merging them into one variable offset): a variable offset
+// that is a different range on another path is refused without
+// CAP_PERFMON ("pointer arithmetic with it prohibited for !root").
+#define QM_IDX_ENTRY(t, a)                                              \
+    ({                                                                  \
+        __u64 b_ = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);     \
+        __u64 e_;                                                       \
+        if (b_ < QM_IDX)                                                \
+            e_ = (t)->idx[b_];                                          \
+        else if ((__u64)(a) < (t)->ibase)                               \
+            e_ = qm_wide((t)->idx[QM_IDX]);                             \
+        else                                                            \
+            e_ = qm_wide((t)->idx[QM_IDX + 1]);                         \
+        (__u32)e_;                                                      \
+    })
+
+// One step of the search (written out: clang does not unroll a loop with
+// an early exit), then QM_STEPS: at most 12, none once `step` is 0.
+#define QM_STEP(starts, a)                                     \
+    if (!step) goto done;                                      \
+    {                                                          \
+        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);      \
+        if ((starts)[mid] <= (a)) lo = mid;                    \
+        step >>= 1;                                            \
+    }
+#define QM_STEPS(starts, a)                                                                     \
+    do {                                                                                        \
+        QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a)             \
+        QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a)             \
+        QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a) QM_STEP(starts, a)             \
+    done:;                                                                                      \
+    } while (0)
+
 // AddressIntervals.classOf: the last interval whose start is not above
-// `a`. The daemon pads the starts to QM_MAX_INTERVALS with all-ones (the
-// padding's class is the last interval's), so the search is always 12 steps
-// of one compare. `lo` starts from the table's `zero` word: a value the
-// verifier cannot know, so it does not walk each of the 4,096 outcomes;
-// masked, so that it has the range of every later `lo` (its states then
-// match and prune: unmasked, the inlined search cost the verifier 280,000
-// more instructions).
+// `a`. The index entry gives the first candidate and the steps (at most
+// 12: the daemon pads the starts to QM_MAX_INTERVALS with all-ones, the
+// padding's class the last interval's, and keeps start + 2^steps - 1
+// within them). Each step halves; the loop ends early when none is left.
 static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     __u32 k = slot * 2 + field;
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
-    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
-#pragma unroll
-    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
-        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
-        if (t->start[mid] <= a) lo = mid;
-    }
+    __u32 e = QM_IDX_ENTRY(t, a);
+    __u32 lo = e & (QM_MAX_INTERVALS - 1);
+    __u32 step = (1u << (e >> 12)) >> 1;
+    QM_STEPS(t->start, a);
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
@@ -538,12 +587,10 @@ static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w
     struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
     if (!t) return 0;
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
-    __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
-#pragma unroll
-    for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
-        __u32 mid = (lo + step) & (QM_MAX_INTERVALS - 1);
-        if (t->hi[mid] <= ah) lo = mid;
-    }
+    __u32 e = QM_IDX_ENTRY(t, ah);
+    __u32 lo = e & (QM_MAX_INTERVALS - 1);
+    __u32 step = (1u << (e >> 12)) >> 1;
+    QM_STEPS(t->hi, ah);
     lo &= QM_MAX_INTERVALS - 1;
     __u64 sh = t->hi[lo];
     if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(k, ah, al);

@@ -16,6 +16,101 @@ public enum EBPFFlowLayout {
     public static let ruleBase = 80
     /// `QM_GEN_RULES`: the bit of `qm_gen` that says the active slot has rules.
     public static let genRules: UInt32 = 2
+    /// `QM_IDX`: the address index's buckets (then below, above, padding: `QM_IDX_N`).
+    public static let indexBuckets = 1024
+    /// `QM_IDX_N`: the address index's entries.
+    public static let indexEntries = indexBuckets + 4
+}
+
+/// The address search's index (`QM_IDX_ENTRY` in `Bpf/qosmap.bpf.c`) over
+/// sorted keys (IPv4 addresses, or IPv6 high halves): a window of
+/// ``EBPFFlowLayout/indexBuckets`` buckets of 2^`shift` keys from `base`, then
+/// one entry for keys below it and one for keys above. An entry is the
+/// index of the last key not above the bucket's least key (low 12 bits) and
+/// the steps that find the last key not above any key of the bucket (high
+/// 4 bits). The window is the one of least worst, then total, steps.
+struct EBPFAddressIndex: Equatable {
+    /// The window's first key.
+    var base: UInt64 = 0
+    /// log2 of a bucket's keys.
+    var shift: UInt32 = 0
+    /// The entries (``EBPFFlowLayout/indexEntries``).
+    var entries = [UInt16](repeating: 0, count: EBPFFlowLayout.indexEntries)
+
+    /// The index of `keys` (sorted; the first 0) of `width` bits (32 or 64),
+    /// searched in a table of `slots` keys (the rest above every key).
+    init(_ keys: [UInt64], width: Int, slots: Int = EBPFFlowLayout.maxIntervals) {
+        let n = keys.count
+        guard n > 1 else { return }
+        let k = EBPFFlowLayout.indexBuckets.trailingZeroBitCount
+        // The index of the last key not above `x` (keys[0] is 0).
+        func last(_ x: UInt64) -> Int {
+            var lo = 0
+            var hi = n - 1
+            while lo < hi {
+                let mid = (lo + hi + 1) >> 1
+                if keys[mid] <= x { lo = mid } else { hi = mid - 1 }
+            }
+            return lo
+        }
+        // The entry for candidates first...through: the search starts at
+        // first and reaches first + 2^steps - 1, which must stay in the table
+        // (an earlier start is as right: its key is not above either).
+        func entry(_ first: Int, _ through: Int) -> (UInt16, Int) {
+            var steps = 0
+            while (1 << steps) < through - first + 1 { steps += 1 }
+            let from = min(first, slots - (1 << steps))
+            return (UInt16(from) | UInt16(steps) << 12, steps)
+        }
+        let top: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
+        var best: (worst: Int, total: Int)?
+        for shift in 0...(width - k) {
+            let span = UInt64(1) << UInt64(shift)
+            // The window from keys[1]'s bucket, moved down to end at the top.
+            var base = keys[1] & ~(span - 1)
+            if shift + k < width {
+                let size = span << UInt64(k)
+                base = min(base, top - size + 1)
+            } else {
+                base = 0
+            }
+            var e = [UInt16](repeating: 0, count: EBPFFlowLayout.indexEntries)
+            var worst = 0
+            var total = 0
+            for b in 0..<EBPFFlowLayout.indexBuckets {
+                let low = base + UInt64(b) * span
+                let (v, s) = entry(last(low), last(low + (span - 1)))
+                e[b] = v
+                worst = max(worst, s)
+                total += s
+            }
+            let end = base &+ (span << UInt64(k))
+            let below = base == 0 ? (UInt16(0), 0) : entry(0, last(base - 1))
+            let above = shift + k >= width || end > top ? (UInt16(0), 0) : entry(last(end), n - 1)
+            e[EBPFFlowLayout.indexBuckets] = below.0
+            e[EBPFFlowLayout.indexBuckets + 1] = above.0
+            worst = max(worst, below.1, above.1)
+            total += below.1 + above.1
+            if best.map({ worst < $0.worst || (worst == $0.worst && total < $0.total) }) ?? true {
+                best = (worst, total)
+                self.base = base
+                self.shift = UInt32(shift)
+                entries = e
+            }
+        }
+    }
+
+    /// The entries' bytes after `base`, `shift` and a pad word, as the struct holds them.
+    var bytes: [UInt8] {
+        var b = [UInt8](repeating: 0, count: 16 + 2 * entries.count)
+        for i in 0..<8 { b[i] = UInt8(truncatingIfNeeded: base >> UInt64(8 * i)) }
+        for i in 0..<4 { b[8 + i] = UInt8(truncatingIfNeeded: shift >> UInt32(8 * i)) }
+        for (i, v) in entries.enumerated() {
+            b[16 + 2 * i] = UInt8(v & 0xff)
+            b[16 + 2 * i + 1] = UInt8(v >> 8)
+        }
+        return b
+    }
 }
 
 /// `struct qm_fconf`, the head of a slot's `struct qm_fslot`.
@@ -109,6 +204,8 @@ struct EBPFFlowTables: Sendable {
                 b[cls + 2 * i] = UInt8(v & 0xff)
                 b[cls + 2 * i + 1] = UInt8(v >> 8)
             }
+            let index = EBPFAddressIndex(unpadded.starts.map { $0.low & 0xFFFF_FFFF }, width: 32).bytes
+            b.replaceSubrange((cls + 2 * EBPFFlowLayout.maxIntervals + 8)..., with: index)
             return b
         }
         func v6(_ unpadded: AddressIntervals) -> [UInt8] {
@@ -126,6 +223,8 @@ struct EBPFFlowTables: Sendable {
                 b[cls + 2 * i] = UInt8(v & 0xff)
                 b[cls + 2 * i + 1] = UInt8(v >> 8)
             }
+            let index = EBPFAddressIndex(unpadded.starts.map(\.high), width: 64).bytes
+            b.replaceSubrange((cls + 2 * EBPFFlowLayout.maxIntervals + 8)..., with: index)
             return b
         }
         addresses4 = [v4(c.source4), v4(c.destination4)]
@@ -178,10 +277,13 @@ struct EBPFFlowTables: Sendable {
 
 /// The sizes of the big map values, as the C structs have them.
 enum EBPFLayoutSizes {
-    /// `struct qm_faddr4`: u32 starts, u16 classes, then the `zero` and `pad` words.
-    static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8
-    /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`.
-    static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8
+    /// `struct qm_faddr4`: u32 starts, u16 classes, then the `zero` and `pad`
+    /// words, then the index (``EBPFAddressIndex/bytes``).
+    static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8 + index
+    /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`, the index.
+    static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8 + index
+    /// The index: `ibase`, `ishift`, `ipad`, `idx`.
+    static let index = 16 + 2 * EBPFFlowLayout.indexEntries
     /// `struct qm_fslot`: the config, then u16 classes by protocol, DSCP,
     /// source and destination port, then the cross tables.
     static let fslot =

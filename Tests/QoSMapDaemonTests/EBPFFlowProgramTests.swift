@@ -407,6 +407,93 @@ struct EBPFFlowProgramTests {
         #expect(t.ruled > 1000)
     }
 
+    /// 300 rules of random prefixes (IPv4 /17 to /30 in 198.18.0.0/15, IPv6
+    /// /9 to /64 in fd00::/8 and around the test's /64s, a few longer than
+    /// /64), one in ten by source, the rest by destination: the address index's
+    /// buckets (``EBPFAddressIndex``) cut through prefixes and hold several
+    /// starts, so the searches start mid-table with 0 to 12 steps, and
+    /// addresses fall below, in and above the index's window.
+    static func packedConfig(seed: UInt64) -> String {
+        var r = Random(state: seed)
+        var rules = ""
+        for i in 0..<300 {
+            let len4 = 17 + r.below(14)
+            let a4 = (0xC612_0000 | UInt32(r.below(1 << 17))) & (UInt32.max << UInt32(32 - len4))
+            let v4 = "\(a4 >> 24).\(a4 >> 16 & 0xFF).\(a4 >> 8 & 0xFF).\(a4 & 0xFF)/\(len4)"
+            var v6: String
+            if r.below(20) == 0 {
+                let len = 125 + r.below(4)
+                v6 = "fd00:\(r.pick(["2", "3"]))::\(r.below(8) & ~((1 << (128 - len)) - 1))/\(len)"
+            } else {
+                let len6 = 9 + r.below(56)
+                let near = r.pick(
+                    [0xFD00_0002_0000_0000, 0xFD00_0003_0000_0000, 0xFD00_0009_0000_0000] as [UInt64])
+                let random = 0xFD00_0000_0000_0000 | (r.next() & 0x00FF_FFFF_FFFF_FFFF)
+                let high =
+                    (r.below(2) == 0 ? near ^ (r.next() & 0xFFFF) : random)
+                    & (UInt64.max << UInt64(64 - len6))
+                let groups = (0..<4).map { String(high >> UInt64(48 - 16 * $0) & 0xFFFF, radix: 16) }
+                v6 = groups.joined(separator: ":") + "::/\(len6)"
+            }
+            let field = i % 10 == 0 ? "source" : "destination"
+            rules +=
+                "    - {name: net\(i), match: {\(field): [\(v4), \(v6)]}, set: {class: \(r.pick(["AF1", "AF2", "AF3", "AF4", "EF"]))}}\n"
+        }
+        let head = config[..<config.range(of: "classify:")!.lowerBound]
+        return head + "classify:\n  rules:\n" + rules
+    }
+
+    @Test(arguments: [3 as UInt64, 0xB0C4])
+    func packedPrefixesMatchThePipeline(seed: UInt64) throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.packedConfig(seed: seed), file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        #expect(t.ruled > 1000)
+        // The destination indexes have buckets that search (some steps) and buckets that do not.
+        let flows = try #require(tables.flows)
+        for b in [flows.addresses4[1], flows.addresses6[1]] {
+            let steps = Self.indexEntries(b).map { $0 >> 12 }
+            #expect(steps.contains { $0 > 1 } && steps.contains(0))
+        }
+    }
+
+    /// The index entries of a `qm_faddr4`/`qm_faddr6` value (at its end).
+    static func indexEntries(_ b: [UInt8]) -> [UInt16] {
+        let from = b.count - 2 * EBPFFlowLayout.indexEntries
+        return (0..<EBPFFlowLayout.indexEntries).map {
+            UInt16(b[from + 2 * $0]) | UInt16(b[from + 2 * $0 + 1]) << 8
+        }
+    }
+
+    /// The packed comparison can fail: with the destination index's steps
+    /// cut by one (the search stops a step short), the classes differ.
+    @Test func aWrongIndexIsCaught() throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.packedConfig(seed: 3), file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        let flows = try #require(tables.flows)
+        func cut(_ b: [UInt8]) -> [UInt8] {
+            var b = b
+            let from = b.count - 2 * EBPFFlowLayout.indexEntries
+            for (i, e) in Self.indexEntries(b).enumerated() where e >> 12 > 0 {
+                let v = e - (1 << 12)
+                b[from + 2 * i] = UInt8(v & 0xFF)
+                b[from + 2 * i + 1] = UInt8(v >> 8)
+            }
+            return b
+        }
+        try maps.faddr4.update(UInt32(1), bytes: cut(flows.addresses4[1]))
+        try maps.faddr6.update(UInt32(1), bytes: cut(flows.addresses6[1]))
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 3, count: 3000)
+        #expect(t.mismatches > 0)
+    }
+
     /// The comparison can fail: with one rule's treatment written wrong in
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
