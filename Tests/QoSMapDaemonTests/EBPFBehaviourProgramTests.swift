@@ -46,6 +46,38 @@ struct EBPFBehaviourProgramTests {
         #expect(c[1] == 0, "six flows in 65,536 entries: no eviction")
     }
 
+    /// Flow rules and flow behaviour together (the copies of `mark_ip` that
+    /// call the rules, then the behaviour step): every flow arrives with DSCP
+    /// 0, so only the class a rule gives (EF or AF3, replies by connection)
+    /// brings it under `apply-to`; a program whose behaviour step saw the
+    /// trust class instead would leave these packets alone and differ.
+    @Test(arguments: [5 as UInt64, 0xB0_7E])
+    func rulesThenBehaviourMatchThePipeline(seed: UInt64) throws {
+        let config =
+            Self.config + """
+
+              rules:
+                - name: voice
+                  match: {protocol: udp, destination-port: 5001}
+                  set: {class: EF}
+                - name: servers
+                  match: {protocol: tcp, destination: [198.19.2.9/32, "fd00:2::9/128"]}
+                  set: {class: AF3}
+            """
+        var flows: [FlowPacket] = []
+        for i in 0..<6 {
+            let v6 = i % 2 == 1
+            flows.append(
+                FlowPacket(
+                    protocolNumber: i >= 4 ? 17 : 6,
+                    source: IPAddress(parsing: v6 ? "fd00:1::\(i + 1)" : "198.18.1.\(i + 1)")!,
+                    destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
+                    sourcePort: UInt16(41000 + i), destinationPort: 5001, dscp: 0))
+        }
+        let c = try Self.compare(flows, seed: seed, config: config)
+        #expect(c[0] == 6, "six flows tracked: \(c)")
+    }
+
     /// Seven flows (v4 and v6) in one set of four ways: both tables must
     /// pick the same victims (the first free way, else the least recent
     /// second), or a flow's history, hence its verdicts, would differ.
@@ -80,9 +112,9 @@ struct EBPFBehaviourProgramTests {
     /// Feeds 4,000 packets of `flows` (random picks, directions, sizes and
     /// times) to the program and to the pipeline; every packet must leave
     /// alike and every counter agree. Returns the program's counters.
-    static func compare(_ flows: [FlowPacket], seed: UInt64) throws -> [UInt64] {
+    static func compare(_ flows: [FlowPacket], seed: UInt64, config: String = config) throws -> [UInt64] {
         let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            config: DaemonConfig.parse(config, file: "x.yaml"), generation: 0,
             systemDirectory: "/nonexistent")
         let bench = try EBPFTestBench(snapshot, interfaces: ["out1": 1, "in1": 5])
         var pipeline = PacketPipeline(interfaceName: { [1: "out1", 5: "in1"][$0] })
