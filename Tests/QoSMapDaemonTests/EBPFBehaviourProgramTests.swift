@@ -56,14 +56,14 @@ struct EBPFBehaviourProgramTests {
         let config =
             Self.config + """
 
-              rules:
-                - name: voice
-                  match: {protocol: udp, destination-port: 5001}
-                  set: {class: EF}
-                - name: servers
-                  match: {protocol: tcp, destination: [198.19.2.9/32, "fd00:2::9/128"]}
-                  set: {class: AF3}
-            """
+                  rules:
+                    - name: voice
+                      match: {protocol: udp, destination-port: 5001}
+                      set: {class: EF}
+                    - name: servers
+                      match: {protocol: tcp, destination: [198.19.2.9/32, "fd00:2::9/128"]}
+                      set: {class: AF3}
+                """
         var flows: [FlowPacket] = []
         for i in 0..<6 {
             let v6 = i % 2 == 1
