@@ -46,11 +46,7 @@ extension ServiceClass: ExpressibleByArgument {
     /// The canonical name.
     public var defaultValueDescription: String { name }
 
-    /// None: the names are their own description. ArgumentParser's default
-    /// for a `UInt8`-backed `CaseIterable` keys each name by its raw number
-    /// ("0": "green"), which help then printed as an empty "green - " line per
-    /// value, and which formats each raw `UInt8` through a dynamic cast at
-    /// every start-up (two conformance scans of the whole binary).
+    /// None, as for ``Field`` (the names are their own description).
     public static var allValueDescriptions: [String: String] { [:] }
 }
 
@@ -64,11 +60,7 @@ extension Color: ExpressibleByArgument {
     /// The canonical name.
     public var defaultValueDescription: String { name }
 
-    /// None: the names are their own description. ArgumentParser's default
-    /// for a `UInt8`-backed `CaseIterable` keys each name by its raw number
-    /// ("0": "green"), which help then printed as an empty "green - " line per
-    /// value, and which formats each raw `UInt8` through a dynamic cast at
-    /// every start-up (two conformance scans of the whole binary).
+    /// None, as for ``Field`` (the names are their own description).
     public static var allValueDescriptions: [String: String] { [:] }
 }
 

@@ -32,17 +32,7 @@ struct EBPFBehaviourProgramTests {
 
     @Test(arguments: [7 as UInt64, 0xF10E])
     func programMatchesThePipeline(seed: UInt64) throws {
-        var flows: [FlowPacket] = []
-        for i in 0..<6 {
-            let v6 = i % 2 == 1
-            flows.append(
-                FlowPacket(
-                    protocolNumber: i >= 4 ? 17 : 6,
-                    source: IPAddress(parsing: v6 ? "fd00:1::\(i + 1)" : "198.18.1.\(i + 1)")!,
-                    destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
-                    sourcePort: UInt16(40000 + i), destinationPort: 5001, dscp: [46, 26, 0, 46, 26, 46][i]))
-        }
-        let c = try Self.compare(flows, seed: seed)
+        let c = try Self.compare(Self.sixFlows(firstPort: 40000, dscp: [46, 26, 0, 46, 26, 46]), seed: seed)
         #expect(c[1] == 0, "six flows in 65,536 entries: no eviction")
     }
 
@@ -64,17 +54,8 @@ struct EBPFBehaviourProgramTests {
                       match: {protocol: tcp, destination: [198.19.2.9/32, "fd00:2::9/128"]}
                       set: {class: AF3}
                 """
-        var flows: [FlowPacket] = []
-        for i in 0..<6 {
-            let v6 = i % 2 == 1
-            flows.append(
-                FlowPacket(
-                    protocolNumber: i >= 4 ? 17 : 6,
-                    source: IPAddress(parsing: v6 ? "fd00:1::\(i + 1)" : "198.18.1.\(i + 1)")!,
-                    destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
-                    sourcePort: UInt16(41000 + i), destinationPort: 5001, dscp: 0))
-        }
-        let c = try Self.compare(flows, seed: seed, config: config)
+        let c = try Self.compare(
+            Self.sixFlows(firstPort: 41000, dscp: [0, 0, 0, 0, 0, 0]), seed: seed, config: config)
         #expect(c[0] == 6, "six flows tracked: \(c)")
     }
 
@@ -107,6 +88,19 @@ struct EBPFBehaviourProgramTests {
         try #require(flows.count == 7)
         let c = try Self.compare(flows, seed: seed)
         #expect(c[1] > 100, "evictions \(c)")
+    }
+
+    /// Six flows to port 5001 of one server, alternately v4 and v6, four TCP
+    /// then two UDP, from `firstPort` on, arriving with `dscp`.
+    static func sixFlows(firstPort: Int, dscp: [UInt8]) -> [FlowPacket] {
+        (0..<6).map { i in
+            let v6 = i % 2 == 1
+            return FlowPacket(
+                protocolNumber: i >= 4 ? 17 : 6,
+                source: IPAddress(parsing: v6 ? "fd00:1::\(i + 1)" : "198.18.1.\(i + 1)")!,
+                destination: IPAddress(parsing: v6 ? "fd00:2::9" : "198.19.2.9")!,
+                sourcePort: UInt16(firstPort + i), destinationPort: 5001, dscp: dscp[i])
+        }
     }
 
     /// Feeds 4,000 packets of `flows` (random picks, directions, sizes and

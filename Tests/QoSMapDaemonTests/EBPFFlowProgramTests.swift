@@ -270,26 +270,32 @@ struct EBPFFlowProgramTests {
         return t
     }
 
-    @Test(arguments: [1 as UInt64, 0x5EED])
-    func programMatchesThePipeline(seed: UInt64) throws {
+    /// 6,000 random packets (``compare``) through a fresh load of `config`
+    /// and through the pipeline: no mismatch, and the per-rule counters
+    /// exact (packets and bytes) with every rule having classified something.
+    static func matchPipeline(seed: UInt64, tagged: Bool) throws -> Tally {
         let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            config: DaemonConfig.parse(config, file: "x.yaml"), generation: 0,
             systemDirectory: "/nonexistent")
-        let (maps, tables) = try Self.load(snapshot)
-        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
-        let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000)
+        let (maps, tables) = try load(snapshot)
+        var pipeline = PacketPipeline(interfaceName: { interfaces[$0] })
+        let t = try compare(maps, snapshot, &pipeline, seed: seed, count: 6000, tagged: tagged)
         #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
-        // The run exercised rules, replies by connection and rewriting.
-        #expect(t.ruled > 1000)
-        #expect(t.replies > 100)
-        #expect(t.rewritten > 1000)
-        // Per-rule counters: exact, packets and bytes.
         let names = try #require(tables.flows?.names)
         let counts = try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count)
         #expect(counts.map(\.packets) == pipeline.counts.rulePackets, "packets by rule \(names)")
         #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
-        // Every rule classified something.
         #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
+        return t
+    }
+
+    @Test(arguments: [1 as UInt64, 0x5EED])
+    func programMatchesThePipeline(seed: UInt64) throws {
+        let t = try Self.matchPipeline(seed: seed, tagged: false)
+        // The run exercised rules, replies by connection and rewriting.
+        #expect(t.ruled > 1000)
+        #expect(t.replies > 100)
+        #expect(t.rewritten > 1000)
     }
 
     /// The same with VLAN tags in the data: 802.1Q, priority-tagged (VID 0),
@@ -299,23 +305,12 @@ struct EBPFFlowProgramTests {
     /// frames shares the connection table with them.
     @Test(arguments: [3 as UInt64, 0x7A66])
     func taggedFramesMatchThePipeline(seed: UInt64) throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
-        let (maps, tables) = try Self.load(snapshot)
-        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
-        let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000, tagged: true)
-        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        let t = try Self.matchPipeline(seed: seed, tagged: true)
         // Every tagging was run, and tagged frames hit rules and were rewritten.
         #expect(t.byTagging.allSatisfy { $0 > 800 }, "\(t.byTagging)")
         #expect(t.taggedRuled > 1000)
         #expect(t.taggedRewritten > 1000)
         #expect(t.crossTaggedReplies > 100)
-        let names = try #require(tables.flows?.names)
-        let counts = try EBPFDatapath.ruleCounts(maps, slot: 0, count: names.count)
-        #expect(counts.map(\.packets) == pipeline.counts.rulePackets, "packets by rule \(names)")
-        #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
-        #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
     }
 
     /// One connection, request and reply tagged differently: the reply takes
