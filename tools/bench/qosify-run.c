@@ -47,6 +47,7 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +179,18 @@ static double minimum(double *v, int n) {
     return m;
 }
 
+// qosify's ipv4_map and ipv6_map give key_size without a BTF key type, which
+// the kernel refuses with BTF; libbpf then creates them without BTF, as on
+// OpenWrt. Its two notices about that are dropped, the rest passes.
+static int print(enum libbpf_print_level level, const char *fmt, va_list ap) {
+    if (level == LIBBPF_DEBUG || strstr(fmt, "bpf_create_map_xattr") || strstr(fmt, "Retrying without BTF"))
+        return 0;
+    return vfprintf(stderr, fmt, ap);
+}
+
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    libbpf_set_print(print);
     if (argc != 5) { fprintf(stderr, "usage: qosify-run QOSIFY_OBJECT NULL_OBJECT REPEAT ROUNDS\n"); return 64; }
     int repeat = atoi(argv[3]), rounds = atoi(argv[4]);
     if (repeat < 1 || rounds < 1 || rounds > 100) { fprintf(stderr, "qosify-run: bad REPEAT or ROUNDS\n"); return 64; }
