@@ -321,6 +321,11 @@ struct qm_fields {
     // mark_ip keeps no register live across the rule code for it. 64 bits:
     // the struct has no padding, which the verifier would find unwritten.
     __u64 ok;
+    // qm_flow_key's key and (khash, 1 << 32 |) hash, once computed (khash 0:
+    // not yet): qm_rule4/6 leave it for qm_behaviour, which then does not
+    // hash the flow again. Zeroed by mark_ip's copies that call them.
+    __u64 key[5];
+    __u64 khash;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -733,7 +738,7 @@ __noinline int qm_parse_slow(struct __sk_buff *skb, struct qm_fields *f, __u32 w
 // One copy per family: with `v6` a constant, no pointer moves by a
 // family-dependent offset, which the verifier refuses without CAP_PERFMON
 // when it is a constant on one path and not on another.
-static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6) {
+static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6, const int keep_key) {
     if (!f) return 0;  // (a global function's pointer argument may be NULL)
     __u32 slot = who & 1, in = (who >> 2) & (QM_MAX_IN - 1), ingress = who >> 8;
     struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
@@ -750,6 +755,11 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     if (t->c.track && (!rule || rule->connection)) {
         __u64 k[5];
         __u32 key = qm_flow_key(f, v6, k);
+        if (keep_key) {
+#pragma unroll
+            for (int i = 0; i < 5; i++) f->key[i] = k[i];
+            f->khash = 1ull << 32 | key;
+        }
         struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &key);
         if (e) {
             __u32 epoch = t->c.epoch & 0xffff;
@@ -783,9 +793,9 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     return (r & 0xffff) | (__u32)(rule->cell[in] % QM_CELLS) << 16;
 }
 
-__noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 0); }
+__noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 0, 1); }
 
-__noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
+__noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1, 1); }
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
 // same state machine and table, docs/CLASSIFY.md the semantics):
@@ -877,8 +887,10 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
     struct qm_fields *f = fp;
     if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
-    __u64 k[5];
-    __u32 set = (v6 ? qm_flow_key(f, 1, k) : qm_flow_key(f, 0, k)) & (QM_B_SETS - 1);
+    // The key qm_rule4/6 computed, else computed here (the same hash).
+    if (!f->khash) f->khash = 1ull << 32 | (v6 ? qm_flow_key(f, 1, f->key) : qm_flow_key(f, 0, f->key));
+    const __u64 *k = f->key;
+    __u32 set = (__u32)f->khash & (QM_B_SETS - 1);
     struct qm_bset *b = bpf_map_lookup_elem(&qm_behave, &set);
     if (!b) return 0;
     __u32 epoch = c->epoch;
@@ -1035,6 +1047,10 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     struct qm_fields f;
     int have = 0;
     if (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) {
+        if (!inline_rules) {
+            __builtin_memset(f.key, 0, sizeof f.key);
+            f.khash = 0;
+        }
         have = qm_parse_fast(skb, off, v6, &f);
         if (!have) {
             // Every byte written: without CAP_PERFMON the verifier refuses
@@ -1051,7 +1067,7 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     if (g & QM_GEN_RULES) {
         if (have) {
             __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
-            if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
+            if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1, 0) : qm_rule(&f, who, bytes, 0, 0);
             else r = v6 ? qm_rule6(&f, who, bytes) : qm_rule4(&f, who, bytes);
             if (r) index = index - dscp + QM_RULE_BASE + (r >> 16) % QM_CELLS;
         }
