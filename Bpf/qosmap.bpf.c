@@ -321,6 +321,12 @@ struct qm_fields {
     // mark_ip keeps no register live across the rule code for it. 64 bits:
     // the struct has no padding, which the verifier would find unwritten.
     __u64 ok;
+    // qm_flow_key's key and (khash, 1 << 32 |) hash, once computed (khash 0:
+    // not yet): qm_rule leaves it in qm_step for the behaviour step, which
+    // then does not hash the flow again. Zeroed by mark_ip's copies that
+    // call qm_step4/6.
+    __u64 key[5];
+    __u64 khash;
 };
 
 static __always_inline int qm_has_ports(__u8 p) {
@@ -749,11 +755,11 @@ __noinline int qm_parse_slow(struct __sk_buff *skb, struct qm_fields *f, __u32 w
 // its counters (packets, and `bytes` of IP packet) counted. Returns 0 for no
 // rule, else rule + 1 | the rule's class x color cell for ingress policy
 // `in` << 16. `who`: slot | in << 2 | ingress class << 8. Inlined in
-// mark_ip's untagged copy, called (qm_rule4, qm_rule6) from the others.
+// mark_ip's untagged copy, in qm_step4/6 (called) for the others.
 // One copy per family: with `v6` a constant, no pointer moves by a
 // family-dependent offset, which the verifier refuses without CAP_PERFMON
 // when it is a constant on one path and not on another.
-static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6) {
+static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, const int v6, const int keep_key) {
     if (!f) return 0;  // (a global function's pointer argument may be NULL)
     __u32 slot = who & 1, in = (who >> 2) & (QM_MAX_IN - 1), ingress = who >> 8;
     struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
@@ -770,6 +776,11 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     if (t->c.track && (!rule || rule->connection)) {
         __u64 k[5];
         __u32 key = qm_flow_key(f, v6, k);
+        if (keep_key) {
+#pragma unroll
+            for (int i = 0; i < 5; i++) f->key[i] = k[i];
+            f->khash = 1ull << 32 | key;
+        }
         struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &key);
         if (e) {
             __u32 epoch = t->c.epoch & 0xffff;
@@ -807,10 +818,6 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     if (cell >= QM_CELLS) cell = 0;
     return (r & 0xffff) | cell << 16;
 }
-
-__noinline int qm_rule4(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 0); }
-
-__noinline int qm_rule6(struct qm_fields *f, __u32 who, __u32 bytes) { return qm_rule(f, who, bytes, 1); }
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
 // same state machine and table, docs/CLASSIFY.md the semantics):
@@ -856,6 +863,9 @@ struct qm_bway {
     __u32 avg;
     __u32 epoch;  // the load's: a way of another epoch is free
     __u32 last;   // the last verdict | QM_B_USED
+    // The clock (ns) at which `second` began: a packet within QM_NS of it is
+    // in the same second, found without the 64-bit division (0 with second 0).
+    __u64 since;
 };
 
 struct qm_bset {
@@ -890,17 +900,18 @@ static __always_inline void qm_bcount_add(__u32 i) {
 
 // The cell (1 + Treatment.cellIndex) flow behaviour gives a packet of class
 // cell `cell` (0: keep it), `len` bytes from the IP header on, `segs` GSO
-// segments. who = cell | slot << 8 | v6 << 16. A global function: verified
-// once, not in each of mark_ip's copies (scalars and the fields only: the
-// skb as an argument is refused by the verifier).
-__noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
+// segments. who = cell | slot << 8 | v6 << 16. Inlined in qm_step4/6 only
+// (global functions: verified once, not in each of mark_ip's copies).
+static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
     __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
     if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
     struct qm_fields *f = fp;
     if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
-    __u64 k[5];
-    __u32 set = (v6 ? qm_flow_key(f, 1, k) : qm_flow_key(f, 0, k)) & (QM_B_SETS - 1);
+    // The key qm_rule4/6 computed, else computed here (the same hash).
+    if (!f->khash) f->khash = 1ull << 32 | (v6 ? qm_flow_key(f, 1, f->key) : qm_flow_key(f, 0, f->key));
+    const __u64 *k = f->key;
+    __u32 set = (__u32)f->khash & (QM_B_SETS - 1);
     struct qm_bset *b = bpf_map_lookup_elem(&qm_behave, &set);
     if (!b) return 0;
     __u32 epoch = c->epoch;
@@ -908,29 +919,36 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
     // way, else the least recent (the lowest on a tie). Not atomic: two
     // CPUs on one set at once may lose a count, or, taking one way for two
     // flows, leave a mixed key that matches neither (a new entry next time).
-    int hit = -1, victim = -1, vfree = 0;
+    // 64 bits wide (qm_wide): clang spills them with 64-bit stores (see the walk).
+    __s64 hit = -1, victim = -1;
+    __u64 vfree = 0;
 #pragma unroll
     for (int i = 0; i < QM_B_WAYS; i++) {
         struct qm_bway *w = &b->way[i];
-        if ((w->last & QM_B_USED) && w->epoch == epoch &&
-            ((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) | (w->k[4] ^ k[4])) == 0) {
-            hit = i;
+        // One 64-bit difference, one branch (opaque: clang neither splits it
+        // into 32-bit flags nor spills those into a pointer's stack slot,
+        // which the verifier refuses without CAP_PERFMON).
+        __u64 d = qm_wide((w->k[0] ^ k[0]) | (w->k[1] ^ k[1]) | (w->k[2] ^ k[2]) | (w->k[3] ^ k[3]) |
+                          (w->k[4] ^ k[4]) | ((w->last & QM_B_USED) ^ QM_B_USED) | (w->epoch ^ epoch));
+        if (d == 0) {
+            hit = qm_wide(i);
             break;
         }
     }
     if (hit < 0) {
-        __u32 vsec = 0;
+        __u64 vsec = 0;
 #pragma unroll
         for (int i = 0; i < QM_B_WAYS; i++) {
             struct qm_bway *w = &b->way[i];
-            if (!((w->last & QM_B_USED) && w->epoch == epoch)) {
-                victim = i;
-                vfree = 1;
+            if (qm_wide(((w->last & QM_B_USED) ^ QM_B_USED) | (w->epoch ^ epoch))) {
+                victim = qm_wide(i);
+                vfree = qm_wide(1);
                 break;
             }
-            if (victim < 0 || w->second < vsec) {
-                victim = i;
-                vsec = w->second;
+            __u64 ws = qm_wide(w->second);
+            if (victim < 0 || ws < vsec) {
+                victim = qm_wide(i);
+                vsec = ws;
             }
         }
     }
@@ -945,6 +963,7 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
 #pragma unroll
         for (int i = 0; i < 5; i++) st->k[i] = k[i];
         st->second = 0;
+        st->since = 0;
         st->packets = 0;
         st->bytes = 0;
         st->bulk_until = 0;
@@ -953,7 +972,14 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
         st->last = QM_B_USED;
     }
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
-    __u32 sec = (__u32)(now / QM_NS);
+    // now / QM_NS only when `now` left the way's second (a 64-bit division
+    // costs tens of cycles): the same integer second either way.
+    __u32 sec = st->second;
+    if (now - st->since >= QM_NS) {
+        __u64 q = now / QM_NS;
+        sec = (__u32)q;
+        st->since = q * QM_NS;
+    }
     if (!segs) segs = 1;
     __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
     if (sec != st->second) {
@@ -979,9 +1005,45 @@ __noinline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 w
         if (v == 2) qm_bcount_add(3);
         st->last = v | QM_B_USED;
     }
-    if (v == 1) return 1 + c->bulk_cell % 24;
-    if (v == 2) return 1 + c->inter_cell % 24;
+    // Laundered: else clang adds a per-path offset (bulk_cell or
+    // inter_cell) to the map value pointer, refused without CAP_PERFMON.
+    if (v == 1) return 1 + qm_launder(c->bulk_cell) % 24;
+    if (v == 2) return 1 + qm_launder(c->inter_cell) % 24;
     return 0;
+}
+
+#define QM_W_BEHAVE 0x80u  // in qm_step's `who`: flow behaviour is on
+#define QM_W_RULES 0x40u  // in qm_step's `who`: apply the flow rules (on, and the fields read)
+
+// The copies of mark_ip that do not inline the rules make this one call
+// for rules and flow behaviour (one call, not two: a BPF-to-BPF call costs
+// several ns here): the rule (qm_rule, if `who` has QM_W_RULES), the entry
+// by rule or else `trust` (the index by DSCP or carried PCP), and on its
+// cell the behaviour step (if `who` has QM_W_BEHAVE). Returns the qm_table
+// index to apply. `who`: qm_rule's | QM_W_*; `pair`: the (slot, in, out)
+// entries' base | GSO segments << 16.
+static __always_inline __u32 qm_step(struct qm_fields *f, __u32 who, __u32 bytes, __u32 trust, __u32 pair,
+                                     const int v6) {
+    __u32 index = trust & 0xffff, base = pair & 0xffff, slot = who & 1;
+    if (!f) return index;
+    if (who & QM_W_RULES) {
+        __u32 r = qm_rule(f, who, bytes, v6, 1);
+        if (r) index = base + QM_RULE_BASE + (r >> 16) % QM_CELLS;
+    }
+    if (!(who & QM_W_BEHAVE)) return index;
+    struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
+    if (!e) return index;  // none in mark_ip either
+    __u32 b = qm_behaviour(f, bytes, pair >> 16, (e->cell % 24) | slot << 8 | v6 << 16);
+    if (b) index = base + QM_RULE_BASE + (b - 1) % 24;
+    return index;
+}
+
+__noinline int qm_step4(struct qm_fields *f, __u32 who, __u32 bytes, __u32 trust, __u32 pair) {
+    return qm_step(f, who, bytes, trust, pair, 0);
+}
+
+__noinline int qm_step6(struct qm_fields *f, __u32 who, __u32 bytes, __u32 trust, __u32 pair) {
+    return qm_step(f, who, bytes, trust, pair, 1);
 }
 
 struct vlan_hdr_qm {
@@ -992,8 +1054,8 @@ struct vlan_hdr_qm {
 // Marks the IP packet whose header starts at `off` (a constant in each
 // inlined copy: without CAP_PERFMON the verifier refuses packet pointers
 // moved by a register, however bounded). `inline_rules`: the flow-rule code
-// inlined (the untagged copy) rather than called (qm_rule4, qm_rule6: the
-// tagged copies). A BPF-to-BPF call cost about 10 ns a packet here
+// inlined (the untagged copy without flow behaviour) rather than called
+// (qm_step4, qm_step6, with the behaviour step: the others). A BPF-to-BPF call cost about 10 ns a packet here
 // (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
 // goes through a return thunk), a third of the rules' budget; inlined in all
 // four copies, the program exceeds the verifier's 1M-instruction limit.
@@ -1049,6 +1111,10 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     struct qm_fields f;
     int have = 0;
     if (g & (QM_GEN_RULES | QM_GEN_BEHAVE)) {
+        if (!inline_rules) {
+            __builtin_memset(f.key, 0, sizeof f.key);
+            f.khash = 0;
+        }
         have = qm_parse_fast(skb, off, v6, &f);
         if (!have) {
             // Every byte written: without CAP_PERFMON the verifier refuses
@@ -1058,15 +1124,14 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
         }
     } else if (!inline_rules) {
         // Written anyway: without CAP_PERFMON the verifier also walks the
-        // mispredicted branch into qm_behaviour's call below, and refuses
+        // mispredicted branch into qm_step's call below, and refuses
         // unwritten stack passed to a global function even there.
         __builtin_memset(&f, 0, sizeof f);
     }
-    if (g & QM_GEN_RULES) {
+    if ((g & QM_GEN_RULES) && inline_rules) {
         if (have) {
             __u32 who = slot | in << 2 | ingress_class << 8, bytes = skb->len - off;
-            if (inline_rules) r = v6 ? qm_rule(&f, who, bytes, 1) : qm_rule(&f, who, bytes, 0);
-            else r = v6 ? qm_rule6(&f, who, bytes) : qm_rule4(&f, who, bytes);
+            r = v6 ? qm_rule(&f, who, bytes, 1, 0) : qm_rule(&f, who, bytes, 0, 0);
             if (r) index = index - dscp + QM_RULE_BASE + (r >> 16);  // qm_rule: a cell below QM_CELLS
         }
     }
@@ -1078,18 +1143,17 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
             skb->mark &= ~cfg->carry_mask;
         }
     }
+    // The other copies: the rules (not applied above) and flow behaviour in
+    // one call (qosmap_egress takes the untagged one of these when flow
+    // behaviour is on).
+    if (!inline_rules && (g & (QM_GEN_RULES | QM_GEN_BEHAVE))) {
+        __u32 who = slot | in << 2 | ingress_class << 8 | ((g & QM_GEN_RULES) && have ? QM_W_RULES : 0) |
+                    (g & QM_GEN_BEHAVE ? QM_W_BEHAVE : 0);
+        __u32 pair = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR | (skb->gso_segs & 0xffff) << 16;
+        index = v6 ? qm_step6(&f, who, skb->len - off, index, pair) : qm_step4(&f, who, skb->len - off, index, pair);
+    }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return TC_ACT_OK;
-    // Not in the copy with the rules inlined: qosmap_egress takes the other
-    // untagged copy when flow behaviour is on.
-    if (!inline_rules && (g & QM_GEN_BEHAVE)) {
-        __u32 b = qm_behaviour(&f, skb->len - off, skb->gso_segs, (e->cell % 24) | slot << 8 | v6 << 16);
-        if (b) {
-            index = ((slot * QM_MAX_IN + in) * QM_MAX_OUT + out) * QM_PER_PAIR + QM_RULE_BASE + (b - 1) % 24;
-            e = bpf_map_lookup_elem(&qm_table, &index);
-            if (!e) return TC_ACT_OK;
-        }
-    }
 
     __u32 outcome = QM_UNCHANGED;
     if ((e->flags & QM_F_DSCP) && e->dscp != dscp) {
@@ -1140,10 +1204,11 @@ int qosmap_egress(struct __sk_buff *skb) {
     if (!gen) return TC_ACT_OK;
     __u32 g = *gen;
     if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
-        // Flow behaviour: the copy that calls the rules (qm_rule4/6). The
-        // behaviour step keeps the fields live until after the rules, which
-        // in the inlined rule code multiplies the verifier's states past its
-        // 1M-instruction limit; called, the rules are verified once.
+        // Flow behaviour: the copy that calls the rules and the behaviour
+        // step (qm_step4/6). The behaviour step keeps the fields live until
+        // after the rules, which in the inlined rule code multiplies the
+        // verifier's states past its 1M-instruction limit; called, the
+        // rules are verified once.
         if (g & QM_GEN_BEHAVE) return mark_ip(skb, ETH_HLEN, proto, 0, g);
         return mark_ip(skb, ETH_HLEN, proto, 1, g);
     }

@@ -178,7 +178,7 @@ struct EBPFFlowProgramTests {
     }
 
     /// How a frame carries its IP packet: the tagged copies of the classifier's
-    /// `mark_ip` call the rule code (`qm_rule4`, `qm_rule6`) that the untagged
+    /// `mark_ip` call the rule code (`qm_step4`, `qm_step6`) that the untagged
     /// copy inlines, so each must be run.
     enum Tagging: Int, CaseIterable {
         case untagged, dot1Q, priorityTagged, qinq, doubleDot1Q
@@ -301,7 +301,7 @@ struct EBPFFlowProgramTests {
     /// The same with VLAN tags in the data: 802.1Q, priority-tagged (VID 0),
     /// QinQ (an 0x88a8 S-tag over a C-tag) and two 802.1Q tags, a reply
     /// tagged unlike its request. The tagged copies of `mark_ip` call
-    /// `qm_rule4`/`qm_rule6` rather than inline them; the untagged fifth of the
+    /// `qm_step4`/`qm_step6` rather than inline them; the untagged fifth of the
     /// frames shares the connection table with them.
     @Test(arguments: [3 as UInt64, 0x7A66])
     func taggedFramesMatchThePipeline(seed: UInt64) throws {
