@@ -185,6 +185,10 @@ struct qm_fconf {
     __u32 dbase;   // (addresses, dns) table: base and width
     __u32 dwidth;
     __u32 dclass;  // class by mask (2^N entries, N <= 12): base
+    // Bit k: cross table k is the identity in its row input (one column,
+    // table[i] == i; EBPFFlowTables.swift checks the contents): the program
+    // takes the row class as the result, a dependent load fewer.
+    __u32 skip;
 };
 
 struct qm_fslot {
@@ -531,6 +535,14 @@ static __always_inline __u64 qm_cross(struct qm_fslot *t, int k, __u32 x, __u32 
     return qm_wide(t->cross[(t->c.base[k] + x * t->c.width[k] + y) & (QM_CROSS - 1)]);
 }
 
+// qm_cross, or `x` where the stage is the identity (skip bit k, a config
+// bit: well predicted). Both results 16 bits and opaque (qm_wide), so that
+// the verifier's states where the two paths join look alike and prune.
+static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u64 x, __u32 y) {
+    if (skip & (1u << k)) return qm_wide(x & 0xffff);
+    return qm_cross(t, k, x, y);
+}
+
 // The index entry of key `a` (u32 address or u64 high half): its bucket
 // in the window of QM_IDX buckets of 2^shift from `base`, else below or
 // above it (a - base wraps to more than any bucket when a is below). Those
@@ -651,9 +663,12 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         s = qm_launder(s) & 0xffff;
         d = qm_launder(d) & 0xffff;
     }
-    __u64 po = qm_cross(t, 1, qm_cross(t, 0, p, dp), sp);
-    __u64 ar = qm_cross(t, 3, ingress, t->dscp[f->dscp & 63]);
-    __u64 ad = qm_cross(t, 2, s, d);
+    // A rule's chain is stages 0 -> 1 -> 4 -> 5: the identity ones (sport,
+    // arrival with one class) skipped.
+    const __u32 skip = t->c.skip;
+    __u64 po = qm_stage(t, skip, 1, qm_stage(t, skip, 0, p, dp), sp);
+    __u64 ar = qm_stage(t, skip, 3, ingress, t->dscp[f->dscp & 63]);
+    __u64 ad = qm_stage(t, skip, 2, s, d);
     if (t->c.dns) {
         // The destination's learned mask (0: not learned) → its dns class.
         __u32 *m;
@@ -667,7 +682,7 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         __u32 dc = t->cross[(t->c.dclass + (m ? *m & 0xfff : 0)) & (QM_CROSS - 1)];
         ad = t->cross[(t->c.dbase + ad * t->c.dwidth + dc) & (QM_CROSS - 1)];
     }
-    return qm_cross(t, 5, qm_cross(t, 4, po, ar), ad);
+    return qm_stage(t, skip, 5, qm_stage(t, skip, 4, po, ar), ad);
 }
 
 // FlowKey.hash32's constants (odd; from xxHash and MurmurHash3).

@@ -131,11 +131,27 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     var dwidth: UInt32 = 0
     /// Base of ``FlowClassifier/dnsClass`` (by group mask) in the cross tables.
     var dclass: UInt32 = 0
+    /// Bit k: cross table k is the identity in its row input
+    /// (``CrossTable/isRowIdentity``); the program then takes the row class
+    /// as the stage's result without reading the table.
+    var skip: UInt32 = 0
 
     static func == (a: Self, b: Self) -> Bool {
         a.track == b.track && a.epoch == b.epoch && a.n == b.n && a.base == b.base && a.width == b.width
             && a.addr0 == b.addr0 && a.dns == b.dns && a.dbase == b.dbase && a.dwidth == b.dwidth
-            && a.dclass == b.dclass
+            && a.dclass == b.dclass && a.skip == b.skip
+    }
+}
+
+extension CrossTable {
+    /// One column and `table[i] == i` for every row `i`: the stage's result
+    /// is its row input (the column's class is always 0). Read from the
+    /// contents, not assumed from the rules: with one source-port class,
+    /// say, the ports stage is the identity only while the classes keep
+    /// their numbering.
+    var isRowIdentity: Bool {
+        width == 1 && table.count == rows
+            && table.indices.allSatisfy { table[$0] == UInt16(truncatingIfNeeded: $0) }
     }
 }
 
@@ -239,7 +255,8 @@ struct EBPFFlowTables: Sendable {
         var all: [UInt16] = []
         var bases: [UInt32] = []
         var widths: [UInt32] = []
-        for t in c.crossTables {
+        for (k, t) in c.crossTables.enumerated() {
+            if t.isRowIdentity { config.skip |= 1 << UInt32(k) }
             bases.append(UInt32(all.count))
             widths.append(UInt32(t.width))
             all += t.table

@@ -489,6 +489,76 @@ struct EBPFFlowProgramTests {
         #expect(t.mismatches > 0)
     }
 
+    /// Port rules only (protocol and destination port): the ports stage (no
+    /// source-port class) and the ports × arrival stage (no ingress or DSCP
+    /// class) are identities, and so are the constant address and arrival stages.
+    static let portConfig: String = {
+        let head = config[..<config.range(of: "classify:")!.lowerBound]
+        return head + """
+            classify:
+              rules:
+                - {name: sip, match: {protocol: udp, destination-port: [5060, 10000-20000]}, set: {class: EF}}
+                - {name: rsync, match: {protocol: tcp, destination-port: 873}, set: {class: AF1, color: yellow}}
+                - {name: dns, match: {protocol: [udp, tcp], destination-port: 53}, set: {class: AF2}}
+                - {name: https, match: {protocol: tcp, destination-port: 443}, set: {class: AF3}}
+            """
+    }()
+
+    /// `yaml`'s flow tables for ebpf, and its classifier's cross tables.
+    static func flowTables(_ yaml: String) throws -> (EBPFFlowTables, [CrossTable]) {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(yaml, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+        let flows = try #require(snapshot.flows)
+        return (try #require(try EBPFTables(snapshot).flows), flows.classifier.crossTables)
+    }
+
+    /// The skip bits are set exactly for the stages whose table is the
+    /// identity in its row (one column, `table[i] == i`): for port rules the
+    /// ports stage (1) and ports × arrival (4), with the constant address and
+    /// arrival stages (2, 3, one entry: 0); with source ports, addresses and
+    /// ingress in the rules, none of those.
+    @Test func identityStagesAreFlagged() throws {
+        for yaml in [Self.portConfig, Self.config, Self.packedConfig(seed: 3)] {
+            let (flows, tables) = try Self.flowTables(yaml)
+            for (k, t) in tables.enumerated() {
+                let identity = t.width == 1 && (0..<t.rows).allSatisfy { Int(t.table[$0]) == $0 }
+                #expect((flows.config.skip >> UInt32(k)) & 1 == (identity ? 1 : 0), "stage \(k)")
+            }
+        }
+        let port = try Self.flowTables(Self.portConfig).0.config.skip
+        #expect(port & 0b1_1111 == 0b1_1110, "\(String(port, radix: 2))")
+        #expect(try Self.flowTables(Self.config).0.config.skip & 0b1_1110 == 0)
+    }
+
+    /// Port rules, the identity stages skipped, against the pipeline.
+    @Test func portRulesMatchThePipeline() throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.portConfig, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        #expect(try #require(tables.flows).config.skip & 0b1_0010 == 0b1_0010)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0x5_7A6E, count: 4000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        #expect(t.ruled > 1000)
+    }
+
+    /// The comparison can fail: with the ports stage (1) flagged where it is
+    /// not the identity (a source-port rule), the program and the pipeline disagree.
+    @Test func aWrongSkipIsCaught() throws {
+        let snapshot = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
+            systemDirectory: "/nonexistent")
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        #expect(flows.config.skip & 0b10 == 0)
+        flows.config.skip |= 0b10
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 7, count: 3000)
+        #expect(t.mismatches > 0)
+    }
+
     /// The comparison can fail: with one rule's treatment written wrong in
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
