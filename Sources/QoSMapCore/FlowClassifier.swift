@@ -166,7 +166,10 @@ public struct FlowClassifier: Sendable, Equatable {
             return protoNum.id(b)
         }
         // DSCP.
-        var dscpNum = ClassNumbering(first: RuleBits(count: n))
+        // Class 0 the rules without dscp: (as for the other fields): with no
+        // dscp: rule DSCP has one class, and the ebpf program can skip the
+        // arrival stages (EBPFFlowTables, CrossTable.isRowIdentity).
+        var dscpNum = ClassNumbering(first: unconstrained { $0.dscp != nil })
         dscpClass = (0..<64).map { v in
             var b = RuleBits(count: n)
             for (i, m) in matches.enumerated() where m.dscp?.contains(UInt8(v)) ?? true { b.insert(i) }
