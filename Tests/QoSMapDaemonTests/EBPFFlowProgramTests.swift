@@ -528,6 +528,14 @@ struct EBPFFlowProgramTests {
         let port = try Self.flowTables(Self.portConfig).0.config.skip
         #expect(port & 0b1_1111 == 0b1_1110, "\(String(port, radix: 2))")
         #expect(try Self.flowTables(Self.config).0.config.skip & 0b1_1110 == 0)
+        // qosmap-bench-ebpf's 100 port rules (one rule per port class): the
+        // final stage too (pa class i + 1 is rule i + 1); stage 0 not.
+        let head = Self.config[..<Self.config.range(of: "classify:")!.lowerBound]
+        let bench = (0..<100).map {
+            "    - {name: port\($0), match: {protocol: udp, destination-port: \(10000 + $0 * 7)}, set: {class: EF}}\n"
+        }
+        let benchSkip = try Self.flowTables(head + "classify:\n  rules:\n" + bench.joined()).0.config.skip
+        #expect(benchSkip == 0b11_1110, "\(String(benchSkip, radix: 2))")
     }
 
     /// Port rules, the identity stages skipped, against the pipeline.
