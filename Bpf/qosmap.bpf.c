@@ -1043,7 +1043,7 @@ static __always_inline __u32 qm_step(struct qm_fields *f, __u32 who, __u32 bytes
     if (!f) return index;
     if (who & QM_W_RULES) {
         __u32 r = qm_rule(f, who, bytes, v6, 1);
-        if (r) index = base + QM_RULE_BASE + (r >> 16) % QM_CELLS;
+        if (r) index = base + QM_RULE_BASE + (r >> 16);  // qm_rule: a cell below QM_CELLS
     }
     if (!(who & QM_W_BEHAVE)) return index;
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
@@ -1070,10 +1070,11 @@ struct vlan_hdr_qm {
 // inlined copy: without CAP_PERFMON the verifier refuses packet pointers
 // moved by a register, however bounded). `inline_rules`: the flow-rule code
 // inlined (the untagged copy without flow behaviour) rather than called
-// (qm_step4, qm_step6, with the behaviour step: the others). A BPF-to-BPF call cost about 10 ns a packet here
-// (tools/bench/ebpf-rules; with the kernel's SRSO "Safe RET" every return
-// goes through a return thunk), a third of the rules' budget; inlined in all
-// four copies, the program exceeds the verifier's 1M-instruction limit.
+// (qm_step4, qm_step6, with the behaviour step: the others). A BPF-to-BPF
+// call cost about 10 ns a packet here (tools/bench/ebpf-rules; with the
+// kernel's return thunks every return goes through one), a third of the
+// rules' budget; inlined in all four copies, the program exceeds the
+// verifier's 1M-instruction limit.
 static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be16 proto, const int inline_rules,
                                    __u32 g) {
     void *data = (void *)(long)skb->data;

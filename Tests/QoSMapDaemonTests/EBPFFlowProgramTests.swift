@@ -69,6 +69,12 @@ struct EBPFFlowProgramTests {
     static let interfaces: [UInt32: String] = [1: "out1", 5: "in1", 6: "in2", 5000: "in3", 7: "other"]
     static let ingressChoices: [UInt32] = [0, 5, 6, 5000, 7]
 
+    /// The daemon's snapshot of config `yaml` (no system tables).
+    static func snapshot(_ yaml: String) throws -> PolicySnapshot {
+        try PolicySnapshot(
+            config: DaemonConfig.parse(yaml, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+    }
+
     /// Loads the object and writes `snapshot`'s tables and rules into slot 0,
     /// as ``EBPFDatapath`` does (interface words included).
     static func load(_ snapshot: PolicySnapshot) throws -> (EBPFDatapath.Maps, EBPFTables) {
@@ -274,9 +280,7 @@ struct EBPFFlowProgramTests {
     /// and through the pipeline: no mismatch, and the per-rule counters
     /// exact (packets and bytes) with every rule having classified something.
     static func matchPipeline(seed: UInt64, tagged: Bool) throws -> Tally {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(config)
         let (maps, tables) = try load(snapshot)
         var pipeline = PacketPipeline(interfaceName: { interfaces[$0] })
         let t = try compare(maps, snapshot, &pipeline, seed: seed, count: 6000, tagged: tagged)
@@ -327,9 +331,7 @@ struct EBPFFlowProgramTests {
     ])
     func aConnectionTaggedDifferentlyEachWay(v6: Bool, proto: UInt8, request: Tagging, reply: Tagging) throws
     {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.config)
         let (maps, tables) = try Self.load(snapshot)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         var r = Random(state: 11)
@@ -391,8 +393,7 @@ struct EBPFFlowProgramTests {
     @Test func longIPv6PrefixesMatchThePipeline() throws {
         let text = Self.config.replacingOccurrences(of: "fd00:2::/64", with: "fd00:2::4/126, fd00:2::1/128")
             .replacingOccurrences(of: "fd00:3::/64", with: "fd00:3::/125")
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(text, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(text)
         let (maps, _) = try Self.load(snapshot)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 0x6128, count: 6000)
@@ -440,9 +441,7 @@ struct EBPFFlowProgramTests {
 
     @Test(arguments: [3 as UInt64, 0xB0C4])
     func packedPrefixesMatchThePipeline(seed: UInt64) throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.packedConfig(seed: seed), file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.packedConfig(seed: seed))
         let (maps, tables) = try Self.load(snapshot)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000)
@@ -467,9 +466,7 @@ struct EBPFFlowProgramTests {
     /// The packed comparison can fail: with the destination index's steps
     /// cut by one (the search stops a step short), the classes differ.
     @Test func aWrongIndexIsCaught() throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.packedConfig(seed: 3), file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.packedConfig(seed: 3))
         let (maps, tables) = try Self.load(snapshot)
         let flows = try #require(tables.flows)
         func cut(_ b: [UInt8]) -> [UInt8] {
@@ -506,8 +503,7 @@ struct EBPFFlowProgramTests {
 
     /// `yaml`'s flow tables for ebpf, and its classifier's cross tables.
     static func flowTables(_ yaml: String) throws -> (EBPFFlowTables, [CrossTable]) {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(yaml, file: "x.yaml"), generation: 0, systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(yaml)
         let flows = try #require(snapshot.flows)
         return (try #require(try EBPFTables(snapshot).flows), flows.classifier.crossTables)
     }
@@ -540,9 +536,7 @@ struct EBPFFlowProgramTests {
 
     /// Port rules, the identity stages skipped, against the pipeline.
     @Test func portRulesMatchThePipeline() throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.portConfig, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.portConfig)
         let (maps, tables) = try Self.load(snapshot)
         #expect(try #require(tables.flows).config.skip & 0b1_0010 == 0b1_0010)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
@@ -554,9 +548,7 @@ struct EBPFFlowProgramTests {
     /// The comparison can fail: with the ports stage (1) flagged where it is
     /// not the identity (a source-port rule), the program and the pipeline disagree.
     @Test func aWrongSkipIsCaught() throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.config)
         let (maps, tables) = try Self.load(snapshot)
         var flows = try #require(tables.flows)
         #expect(flows.config.skip & 0b10 == 0)
@@ -570,9 +562,7 @@ struct EBPFFlowProgramTests {
     /// The comparison can fail: with one rule's treatment written wrong in
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.config)
         let (maps, _) = try Self.load(snapshot)
         var wrong = EBPFRule()
         withUnsafeMutableBytes(of: &wrong.cell) {
@@ -590,9 +580,7 @@ struct EBPFFlowProgramTests {
     /// alike when flows collide), for both families and both orders of the ends.
     @Test(arguments: [false, true])
     func connectionsSitWhereFlowKeyPutsThem(v6: Bool) throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.config)
         let (maps, _) = try Self.load(snapshot)
         var r = Random(state: v6 ? 0xF10 : 0xF4)
         for _ in 0..<200 {
@@ -619,9 +607,7 @@ struct EBPFFlowProgramTests {
 
     /// A reload forgets connections (a new epoch), as nfqueue's new table does.
     @Test func aNewEpochForgetsConnections() throws {
-        let snapshot = try PolicySnapshot(
-            config: DaemonConfig.parse(Self.config, file: "x.yaml"), generation: 0,
-            systemDirectory: "/nonexistent")
+        let snapshot = try Self.snapshot(Self.config)
         let (maps, tables) = try Self.load(snapshot)
         let client = IPAddress(parsing: "198.18.1.2")!
         let server = IPAddress(parsing: "198.18.2.9")!
