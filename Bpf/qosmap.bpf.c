@@ -188,6 +188,9 @@ struct qm_fconf {
     // Bit k: cross table k is the identity in its row input (one column,
     // table[i] == i; EBPFFlowTables.swift checks the contents): the program
     // takes the row class as the result, a dependent load fewer.
+    // QM_FOLD4/QM_FOLD6 (2 bits each): the family's address stage folded
+    // into one field's classes (the other field has one class): 1, the
+    // source's class is the stage's result; 2, the destination's.
     __u32 skip;
 };
 
@@ -207,6 +210,14 @@ struct qm_fslot {
 // two instead of 12.
 #define QM_IDX 1024
 #define QM_IDX_N (QM_IDX + 4)  // below, above, and padding to 8 bytes
+// An entry: bits 0-11 the first candidate, 12-15 the steps. Steps
+// QM_IDX_ONE (more than a search takes) when every address of the bucket
+// has one class, which is then in bits 16-31: no search, and no load that
+// waits for the entry's candidate. (16 bits, as a class read from `cls`:
+// the verifier's states after either way look alike and prune.)
+#define QM_IDX_ONE 15
+#define QM_FOLD4 6
+#define QM_FOLD6 8
 
 struct qm_faddr4 {
     __u32 start[QM_MAX_INTERVALS];
@@ -216,7 +227,7 @@ struct qm_faddr4 {
     __u64 ibase;
     __u32 ishift;
     __u32 ipad;
-    __u16 idx[QM_IDX_N];
+    __u32 idx[QM_IDX_N];
 };
 
 struct qm_faddr6 {
@@ -228,7 +239,7 @@ struct qm_faddr6 {
     __u64 ibase;  // the index over the high halves
     __u32 ishift;
     __u32 ipad;
-    __u16 idx[QM_IDX_N];
+    __u32 idx[QM_IDX_N];
 };
 
 struct qm_frule {
@@ -590,8 +601,10 @@ static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
     if (!t) return 0;
     __u32 e = QM_IDX_ENTRY(t, a);
+    if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
     __u32 lo = e & (QM_MAX_INTERVALS - 1);
-    __u32 step = (1u << (e >> 12)) >> 1;
+    // 64 bits wide (qm_wide): spilled with a 64-bit store.
+    __u64 step = qm_wide((1u << ((e >> 12) & 15)) >> 1);
     QM_STEPS(t->start, a);
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
@@ -626,8 +639,10 @@ static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w
     if (!t) return 0;
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 e = QM_IDX_ENTRY(t, ah);
+    if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
     __u32 lo = e & (QM_MAX_INTERVALS - 1);
-    __u32 step = (1u << (e >> 12)) >> 1;
+    // 64 bits wide (qm_wide): spilled with a 64-bit store.
+    __u64 step = qm_wide((1u << ((e >> 12) & 15)) >> 1);
     QM_STEPS(t->hi, ah);
     lo &= QM_MAX_INTERVALS - 1;
     __u64 sh = t->hi[lo];
@@ -668,7 +683,16 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
     const __u32 skip = t->c.skip;
     __u64 po = qm_stage(t, skip, 1, qm_stage(t, skip, 0, p, dp), sp);
     __u64 ar = qm_stage(t, skip, 3, ingress, t->dscp[f->dscp & 63]);
-    __u64 ad = qm_stage(t, skip, 2, s, d);
+    // The address stage, unless folded into the varying field's classes
+    // (EBPFFlowTables.swift: its classes are then the stage's results).
+    const __u32 fold = (skip >> (v6 ? QM_FOLD6 : QM_FOLD4)) & 3;
+    __u64 ad;
+    if (fold == 1)
+        ad = qm_wide(s & 0xffff);
+    else if (fold == 2)
+        ad = qm_wide(d & 0xffff);
+    else
+        ad = qm_stage(t, skip, 2, s, d);
     if (t->c.dns) {
         // The destination's learned mask (0: not learned) → its dns class.
         __u32 *m;

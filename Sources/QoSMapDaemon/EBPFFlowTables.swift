@@ -20,26 +20,42 @@ public enum EBPFFlowLayout {
     public static let indexBuckets = 1024
     /// `QM_IDX_N`: the address index's entries.
     public static let indexEntries = indexBuckets + 4
+    /// `QM_IDX_ONE`: the steps (bits 12-15) of an index entry whose bucket
+    /// has one class (in bits 16-31); a search takes at most 12.
+    public static let indexOneClass: UInt32 = 15
+    /// `QM_FOLD4`, `QM_FOLD6`: where `qm_fconf.skip` holds each family's
+    /// address fold (1: the source's classes are the address stage's
+    /// results, 2: the destination's).
+    public static let foldShift: (v4: UInt32, v6: UInt32) = (6, 8)
 }
 
 /// The address search's index (`QM_IDX_ENTRY` in `Bpf/qosmap.bpf.c`) over
 /// sorted keys (IPv4 addresses, or IPv6 high halves): a window of
 /// ``EBPFFlowLayout/indexBuckets`` buckets of 2^`shift` keys from `base`, then
 /// one entry for keys below it and one for keys above. An entry is the
-/// index of the last key not above the bucket's least key (low 12 bits) and
-/// the steps that find the last key not above any key of the bucket (high
-/// 4 bits). The window is the one of least worst, then total, steps.
+/// index of the last key not above the bucket's least key (bits 0-11) and
+/// the steps that find the last key not above any key of the bucket (bits
+/// 12-15). Where every address of the bucket has one class (no interval
+/// starts inside it), the steps are ``EBPFFlowLayout/indexOneClass`` and
+/// bits 16-31 hold that class: the program then neither searches nor waits
+/// for a second load. The window is the one of least worst, then total, steps.
 struct EBPFAddressIndex: Equatable {
     /// The window's first key.
     var base: UInt64 = 0
     /// log2 of a bucket's keys.
     var shift: UInt32 = 0
     /// The entries (``EBPFFlowLayout/indexEntries``).
-    var entries = [UInt16](repeating: 0, count: EBPFFlowLayout.indexEntries)
+    var entries = [UInt32](repeating: 0, count: EBPFFlowLayout.indexEntries)
 
     /// The index of `keys` (sorted; the first 0) of `width` bits (32 or 64),
     /// searched in a table of `slots` keys (the rest above every key).
-    init(_ keys: [UInt64], width: Int, slots: Int = EBPFFlowLayout.maxIntervals) {
+    /// `classes`: each key's interval class. `lows`: for IPv6, each start's
+    /// low half (a start whose high half is a bucket's least key but whose
+    /// low half is not 0 lies inside that bucket).
+    init(
+        _ keys: [UInt64], classes: [UInt16], lows: [UInt64]? = nil, width: Int,
+        slots: Int = EBPFFlowLayout.maxIntervals
+    ) {
         let n = keys.count
         guard n > 1 else { return }
         let k = EBPFFlowLayout.indexBuckets.trailingZeroBitCount
@@ -53,14 +69,21 @@ struct EBPFAddressIndex: Equatable {
             }
             return lo
         }
-        // The entry for candidates first...through: the search starts at
-        // first and reaches first + 2^steps - 1, which must stay in the table
-        // (an earlier start is as right: its key is not above either).
-        func entry(_ first: Int, _ through: Int) -> (UInt16, Int) {
+        // The entry for keys low...high, whose candidates are first...through:
+        // the search starts at first and reaches first + 2^steps - 1, which
+        // must stay in the table (an earlier start is as right: its key is not
+        // above either). One class when no start lies inside the addresses
+        // low...high: none after `first` up to `high`, and `first`'s own at or
+        // below the range's first address.
+        func entry(_ first: Int, _ through: Int, low: UInt64) -> (UInt32, Int) {
             var steps = 0
             while (1 << steps) < through - first + 1 { steps += 1 }
             let from = min(first, slots - (1 << steps))
-            return (UInt16(from) | UInt16(steps) << 12, steps)
+            let inside = keys[first] == low && (lows?[first] ?? 0) != 0
+            if first == through, !inside {
+                return (EBPFFlowLayout.indexOneClass << 12 | UInt32(classes[first]) << 16, 0)
+            }
+            return (UInt32(from) | UInt32(steps) << 12, steps)
         }
         let top: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
         var best: (worst: Int, total: Int)?
@@ -74,19 +97,20 @@ struct EBPFAddressIndex: Equatable {
             } else {
                 base = 0
             }
-            var e = [UInt16](repeating: 0, count: EBPFFlowLayout.indexEntries)
+            var e = [UInt32](repeating: 0, count: EBPFFlowLayout.indexEntries)
             var worst = 0
             var total = 0
             for b in 0..<EBPFFlowLayout.indexBuckets {
                 let low = base + UInt64(b) * span
-                let (v, s) = entry(last(low), last(low + (span - 1)))
+                let (v, s) = entry(last(low), last(low + (span - 1)), low: low)
                 e[b] = v
                 worst = max(worst, s)
                 total += s
             }
             let end = base &+ (span << UInt64(k))
-            let below = base == 0 ? (UInt16(0), 0) : entry(0, last(base - 1))
-            let above = shift + k >= width || end > top ? (UInt16(0), 0) : entry(last(end), n - 1)
+            let below = base == 0 ? (UInt32(0), 0) : entry(0, last(base - 1), low: 0)
+            let above =
+                shift + k >= width || end > top ? (UInt32(0), 0) : entry(last(end), last(top), low: end)
             e[EBPFFlowLayout.indexBuckets] = below.0
             e[EBPFFlowLayout.indexBuckets + 1] = above.0
             worst = max(worst, below.1, above.1)
@@ -102,12 +126,11 @@ struct EBPFAddressIndex: Equatable {
 
     /// The entries' bytes after `base`, `shift` and a pad word, as the struct holds them.
     var bytes: [UInt8] {
-        var b = [UInt8](repeating: 0, count: 16 + 2 * entries.count)
+        var b = [UInt8](repeating: 0, count: 16 + 4 * entries.count)
         for i in 0..<8 { b[i] = UInt8(truncatingIfNeeded: base >> UInt64(8 * i)) }
         for i in 0..<4 { b[8 + i] = UInt8(truncatingIfNeeded: shift >> UInt32(8 * i)) }
         for (i, v) in entries.enumerated() {
-            b[16 + 2 * i] = UInt8(v & 0xff)
-            b[16 + 2 * i + 1] = UInt8(v >> 8)
+            for k in 0..<4 { b[16 + 4 * i + k] = UInt8(truncatingIfNeeded: v >> UInt32(8 * k)) }
         }
         return b
     }
@@ -133,7 +156,8 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     var dclass: UInt32 = 0
     /// Bit k: cross table k is the identity in its row input
     /// (``CrossTable/isRowIdentity``); the program then takes the row class
-    /// as the stage's result without reading the table.
+    /// as the stage's result without reading the table. Then, at
+    /// ``EBPFFlowLayout/foldShift``, each family's address fold (``EBPFFlowTables/fold(_:_:_:)``).
     var skip: UInt32 = 0
 
     static func == (a: Self, b: Self) -> Bool {
@@ -220,7 +244,9 @@ struct EBPFFlowTables: Sendable {
                 b[cls + 2 * i] = UInt8(v & 0xff)
                 b[cls + 2 * i + 1] = UInt8(v >> 8)
             }
-            let index = EBPFAddressIndex(unpadded.starts.map { $0.low & 0xFFFF_FFFF }, width: 32).bytes
+            let index = EBPFAddressIndex(
+                unpadded.starts.map { $0.low & 0xFFFF_FFFF }, classes: unpadded.classes, width: 32
+            ).bytes
             b.replaceSubrange((cls + 2 * EBPFFlowLayout.maxIntervals + 8)..., with: index)
             return b
         }
@@ -239,19 +265,29 @@ struct EBPFFlowTables: Sendable {
                 b[cls + 2 * i] = UInt8(v & 0xff)
                 b[cls + 2 * i + 1] = UInt8(v >> 8)
             }
-            let index = EBPFAddressIndex(unpadded.starts.map(\.high), width: 64).bytes
+            let index = EBPFAddressIndex(
+                unpadded.starts.map(\.high), classes: unpadded.classes, lows: unpadded.starts.map(\.low),
+                width: 64
+            ).bytes
             b.replaceSubrange((cls + 2 * EBPFFlowLayout.maxIntervals + 8)..., with: index)
             return b
         }
-        addresses4 = [v4(c.source4), v4(c.destination4)]
-        addresses6 = [v6(c.source6), v6(c.destination6)]
+        // The address stage folded, per family, into the field that varies
+        // where the other has one class: its classes become the stage's
+        // results, and the program reads no cross table for the addresses
+        // (a dependent load fewer on the way to the rule).
+        let (source4, destination4, fold4) = Self.fold(c.source4, c.destination4, c.addresses)
+        let (source6, destination6, fold6) = Self.fold(c.source6, c.destination6, c.addresses)
+        addresses4 = [v4(source4), v4(destination4)]
+        addresses6 = [v6(source6), v6(destination6)]
         config.n = (
-            UInt32(c.source4.starts.count), UInt32(c.destination4.starts.count),
-            UInt32(c.source6.starts.count), UInt32(c.destination6.starts.count)
+            UInt32(source4.starts.count), UInt32(destination4.starts.count),
+            UInt32(source6.starts.count), UInt32(destination6.starts.count)
         )
         config.addr0 = (
-            c.source4.classes[0], c.destination4.classes[0], c.source6.classes[0], c.destination6.classes[0]
+            source4.classes[0], destination4.classes[0], source6.classes[0], destination6.classes[0]
         )
+        config.skip |= fold4 << EBPFFlowLayout.foldShift.v4 | fold6 << EBPFFlowLayout.foldShift.v6
         var all: [UInt16] = []
         var bases: [UInt32] = []
         var widths: [UInt32] = []
@@ -290,6 +326,27 @@ struct EBPFFlowTables: Sendable {
         names = flows.rules.map(\.name)
         ingressClass = c.ingressClass
     }
+
+    /// One family's source and destination intervals with the address stage
+    /// `stage` folded into the one that varies, and the fold's code
+    /// (`QM_FOLD4`/`QM_FOLD6`): 2, the destination's classes are now the
+    /// stage's results (the source has one class); 1, the source's (the
+    /// destination has one); 0, neither varies alone, nothing folded.
+    static func fold(
+        _ source: AddressIntervals, _ destination: AddressIntervals, _ stage: CrossTable
+    ) -> (AddressIntervals, AddressIntervals, UInt32) {
+        var s = source
+        var d = destination
+        if source.starts.count <= 1 {
+            d.classes = destination.classes.map { stage.at(source.classes[0], $0) }
+            return (s, d, 2)
+        }
+        if destination.starts.count <= 1 {
+            s.classes = source.classes.map { stage.at($0, destination.classes[0]) }
+            return (s, d, 1)
+        }
+        return (s, d, 0)
+    }
 }
 
 /// The sizes of the big map values, as the C structs have them.
@@ -299,8 +356,8 @@ enum EBPFLayoutSizes {
     static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8 + index
     /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`, the index.
     static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8 + index
-    /// The index: `ibase`, `ishift`, `ipad`, `idx`.
-    static let index = 16 + 2 * EBPFFlowLayout.indexEntries
+    /// The index: `ibase`, `ishift`, `ipad`, `idx` (u32 entries).
+    static let index = 16 + 4 * EBPFFlowLayout.indexEntries
     /// `struct qm_fslot`: the config, then u16 classes by protocol, DSCP,
     /// source and destination port, then the cross tables.
     static let fslot =

@@ -408,8 +408,10 @@ struct EBPFFlowProgramTests {
     /// /64), one in ten by source, the rest by destination: the address index's
     /// buckets (``EBPFAddressIndex``) cut through prefixes and hold several
     /// starts, so the searches start mid-table with 0 to 12 steps, and
-    /// addresses fall below, in and above the index's window.
-    static func packedConfig(seed: UInt64) -> String {
+    /// addresses fall below, in and above the index's window. `field`: every
+    /// rule by that field instead (the other then has one class, and the
+    /// address stage is folded into this one's classes).
+    static func packedConfig(seed: UInt64, field only: String? = nil) -> String {
         var r = Random(state: seed)
         var rules = ""
         for i in 0..<300 {
@@ -431,7 +433,7 @@ struct EBPFFlowProgramTests {
                 let groups = (0..<4).map { String(high >> UInt64(48 - 16 * $0) & 0xFFFF, radix: 16) }
                 v6 = groups.joined(separator: ":") + "::/\(len6)"
             }
-            let field = i % 10 == 0 ? "source" : "destination"
+            let field = only ?? (i % 10 == 0 ? "source" : "destination")
             rules +=
                 "    - {name: net\(i), match: {\(field): [\(v4), \(v6)]}, set: {class: \(r.pick(["AF1", "AF2", "AF3", "AF4", "EF"]))}}\n"
         }
@@ -447,19 +449,20 @@ struct EBPFFlowProgramTests {
         let t = try Self.compare(maps, snapshot, &pipeline, seed: seed, count: 6000)
         #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
         #expect(t.ruled > 1000)
-        // The destination indexes have buckets that search (some steps) and buckets that do not.
+        // The destination indexes have buckets that search (some steps) and
+        // buckets of one class (no search, the class in the entry).
         let flows = try #require(tables.flows)
         for b in [flows.addresses4[1], flows.addresses6[1]] {
-            let steps = Self.indexEntries(b).map { $0 >> 12 }
-            #expect(steps.contains { $0 > 1 } && steps.contains(0))
+            let steps = Self.indexEntries(b).map { $0 >> 12 & 15 }
+            #expect(steps.contains { (2...12).contains($0) } && steps.contains(EBPFFlowLayout.indexOneClass))
         }
     }
 
     /// The index entries of a `qm_faddr4`/`qm_faddr6` value (at its end).
-    static func indexEntries(_ b: [UInt8]) -> [UInt16] {
-        let from = b.count - 2 * EBPFFlowLayout.indexEntries
-        return (0..<EBPFFlowLayout.indexEntries).map {
-            UInt16(b[from + 2 * $0]) | UInt16(b[from + 2 * $0 + 1]) << 8
+    static func indexEntries(_ b: [UInt8]) -> [UInt32] {
+        let from = b.count - 4 * EBPFFlowLayout.indexEntries
+        return (0..<EBPFFlowLayout.indexEntries).map { i in
+            (0..<4).reduce(UInt32(0)) { $0 | UInt32(b[from + 4 * i + $1]) << UInt32(8 * $1) }
         }
     }
 
@@ -471,11 +474,10 @@ struct EBPFFlowProgramTests {
         let flows = try #require(tables.flows)
         func cut(_ b: [UInt8]) -> [UInt8] {
             var b = b
-            let from = b.count - 2 * EBPFFlowLayout.indexEntries
-            for (i, e) in Self.indexEntries(b).enumerated() where e >> 12 > 0 {
+            let from = b.count - 4 * EBPFFlowLayout.indexEntries
+            for (i, e) in Self.indexEntries(b).enumerated() where (1...12).contains(e >> 12 & 15) {
                 let v = e - (1 << 12)
-                b[from + 2 * i] = UInt8(v & 0xFF)
-                b[from + 2 * i + 1] = UInt8(v >> 8)
+                for k in 0..<4 { b[from + 4 * i + k] = UInt8(truncatingIfNeeded: v >> UInt32(8 * k)) }
             }
             return b
         }
@@ -483,6 +485,54 @@ struct EBPFFlowProgramTests {
         try maps.faddr6.update(UInt32(1), bytes: cut(flows.addresses6[1]))
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 3, count: 3000)
+        #expect(t.mismatches > 0)
+    }
+
+    /// Rules by one address field only: the address stage is folded into that
+    /// field's classes (and its index's one-class entries), and the program
+    /// still decides every packet as the pipeline does.
+    @Test(arguments: [("source", 1 as UInt32), ("destination", 2)])
+    func foldedPrefixesMatchThePipeline(field: String, fold: UInt32) throws {
+        let snapshot = try Self.snapshot(Self.packedConfig(seed: 11, field: field))
+        let (maps, tables) = try Self.load(snapshot)
+        let flows = try #require(tables.flows)
+        let shift = EBPFFlowLayout.foldShift
+        #expect(flows.config.skip >> shift.v4 & 3 == fold && flows.config.skip >> shift.v6 & 3 == fold)
+        let i = field == "source" ? 0 : 1
+        for b in [flows.addresses4[i], flows.addresses6[i]] {
+            #expect(Self.indexEntries(b).contains { $0 >> 12 & 15 == EBPFFlowLayout.indexOneClass })
+        }
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 11, count: 6000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        #expect(t.ruled > 1000)
+    }
+
+    /// The folded comparison can fail: with the fold naming the other field
+    /// (the source, whose one class is then every packet's), or with the
+    /// index's one-class entries all giving class 0.
+    @Test(arguments: [false, true])
+    func aWrongFoldIsCaught(oneClass: Bool) throws {
+        let snapshot = try Self.snapshot(Self.packedConfig(seed: 11, field: "destination"))
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        if oneClass {
+            for family in 0..<2 {
+                var b = family == 0 ? flows.addresses4[1] : flows.addresses6[1]
+                let from = b.count - 4 * EBPFFlowLayout.indexEntries
+                for (i, e) in Self.indexEntries(b).enumerated()
+                where e >> 12 & 15 == EBPFFlowLayout.indexOneClass {
+                    b[from + 4 * i + 2] = 0
+                    b[from + 4 * i + 3] = 0
+                }
+                if family == 0 { flows.addresses4[1] = b } else { flows.addresses6[1] = b }
+            }
+        } else {
+            flows.config.skip ^= 3 << EBPFFlowLayout.foldShift.v4 | 3 << EBPFFlowLayout.foldShift.v6
+        }
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 11, count: 3000)
         #expect(t.mismatches > 0)
     }
 
@@ -530,8 +580,10 @@ struct EBPFFlowProgramTests {
         let bench = (0..<100).map {
             "    - {name: port\($0), match: {protocol: udp, destination-port: \(10000 + $0 * 7)}, set: {class: EF}}\n"
         }
+        // No address in the rules: both families' address stage folded into
+        // the destination's one class (QM_FOLD4, QM_FOLD6: 2).
         let benchSkip = try Self.flowTables(head + "classify:\n  rules:\n" + bench.joined()).0.config.skip
-        #expect(benchSkip == 0b11_1110, "\(String(benchSkip, radix: 2))")
+        #expect(benchSkip == 0b10_1011_1110, "\(String(benchSkip, radix: 2))")
     }
 
     /// Port rules, the identity stages skipped, against the pipeline.
