@@ -550,3 +550,43 @@ public struct EBPFError: Error, CustomStringConvertible {
     /// Creates an error.
     public init(_ description: String) { self.description = description }
 }
+
+extension EBPFDatapath {
+    /// The bit of `CAP_PERFMON` (38) in a capability set.
+    static let perfmonCapability: UInt64 = 1 << 38
+
+    /// The effective capabilities in a /proc/PID/status text (its `CapEff:`
+    /// line, hexadecimal), nil if there is none.
+    static func effectiveCapabilities(status: String) -> UInt64? {
+        for line in status.split(separator: "\n") where line.hasPrefix("CapEff:") {
+            return UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: " \t"), radix: 16)
+        }
+        return nil
+    }
+
+    /// The warning qosmapd logs before loading the classifier without
+    /// `CAP_PERFMON`: the kernel then hardens the program against Spectre
+    /// (sanitized pointer arithmetic, barriers), as for a program an
+    /// untrusted user wrote, which cost 8-10 times the time per packet here
+    /// (docs/PERFORMANCE.md). Nil with it, or when `status` (this process's
+    /// /proc/self/status) cannot tell.
+    static func perfmonWarning(status: String) -> String? {
+        guard let caps = effectiveCapabilities(status: status), caps & perfmonCapability == 0 else { return nil }
+        return
+            "without CAP_PERFMON the kernel hardens the eBPF classifier against Spectre, which made it 8-10 times slower per packet in tools/bench/ebpf-rules; grant CAP_PERFMON (dist/qosmapd.service does)"
+    }
+
+    /// ``perfmonWarning(status:)`` for this process.
+    public static func perfmonWarning() -> String? {
+        readSmallFile("/proc/self/status").flatMap { perfmonWarning(status: String(decoding: $0, as: UTF8.self)) }
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: String) -> Substring {
+        var s = self
+        while let c = s.first, set.contains(c) { s = s.dropFirst() }
+        while let c = s.last, set.contains(c) { s = s.dropLast() }
+        return s
+    }
+}

@@ -140,3 +140,17 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(maps.frcount.valueSize == MemoryLayout<EBPFRuleCount>.size && maps.frcount.isPerCPU)
     #expect(maps.flows.maxEntries == EBPFFlowLayout.flowSlots && maps.flows.valueSize == 44)
 }
+
+/// qosmapd warns before loading the classifier without CAP_PERFMON (bit 38
+/// of CapEff), and only then: the unit's three capabilities, the two
+/// without it, root's full set, and a status without the line.
+@Test(arguments: [
+    ("CapEff:\t000000c000001000\n", false),  // CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON
+    ("CapEff:\t0000008000001000\n", true),  // CAP_NET_ADMIN, CAP_BPF
+    ("Name:\tqosmapd\nCapInh:\t0\nCapEff:\t000001ffffffffff\nCapBnd:\t0\n", false),
+    ("CapEff:\t0000000000000000\n", true),
+    ("Name:\tqosmapd\n", false),
+])
+func perfmonWarning(status: String, warns: Bool) {
+    #expect((EBPFDatapath.perfmonWarning(status: status) != nil) == warns, "\(status)")
+}
