@@ -571,14 +571,18 @@ extension EBPFDatapath {
     /// (docs/PERFORMANCE.md). Nil with it, or when `status` (this process's
     /// /proc/self/status) cannot tell.
     static func perfmonWarning(status: String) -> String? {
-        guard let caps = effectiveCapabilities(status: status), caps & perfmonCapability == 0 else { return nil }
+        guard let caps = effectiveCapabilities(status: status), caps & perfmonCapability == 0 else {
+            return nil
+        }
         return
             "without CAP_PERFMON the kernel hardens the eBPF classifier against Spectre, which made it 8-10 times slower per packet in tools/bench/ebpf-rules; grant CAP_PERFMON (dist/qosmapd.service does)"
     }
 
     /// ``perfmonWarning(status:)`` for this process.
     public static func perfmonWarning() -> String? {
-        readSmallFile("/proc/self/status").flatMap { perfmonWarning(status: String(decoding: $0, as: UTF8.self)) }
+        readSmallFile("/proc/self/status").flatMap {
+            perfmonWarning(status: String(decoding: $0, as: UTF8.self))
+        }
     }
 }
 
