@@ -559,7 +559,9 @@ extension EBPFDatapath {
     /// line, hexadecimal), nil if there is none.
     static func effectiveCapabilities(status: String) -> UInt64? {
         for line in status.split(separator: "\n") where line.hasPrefix("CapEff:") {
-            return UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: " \t"), radix: 16)
+            return line.split(whereSeparator: \.isWhitespace).dropFirst().first.flatMap {
+                UInt64($0, radix: 16)
+            }
         }
         return nil
     }
@@ -580,17 +582,8 @@ extension EBPFDatapath {
 
     /// ``perfmonWarning(status:)`` for this process.
     public static func perfmonWarning() -> String? {
-        readSmallFile("/proc/self/status").flatMap {
+        FileManager.default.contents(atPath: "/proc/self/status").flatMap {
             perfmonWarning(status: String(decoding: $0, as: UTF8.self))
         }
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> Substring {
-        var s = self
-        while let c = s.first, set.contains(c) { s = s.dropFirst() }
-        while let c = s.last, set.contains(c) { s = s.dropLast() }
-        return s
     }
 }

@@ -8,25 +8,6 @@
 // `Thread` and `Process` are not in FoundationEssentials, and full Foundation
 // (with ICU's data) would more than triple the daemon's size.
 
-/// The bytes of a small file such as /proc/self/status (`open`, `read`), nil if unreadable.
-func readSmallFile(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while bytes.count < 1 << 20 {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n == 0 { break }
-        if n < 0 {
-            if errno == EINTR { continue }
-            return nil
-        }
-        bytes += chunk[..<n]
-    }
-    return bytes
-}
-
 /// Runs `body` on a new detached thread (`pthread_create`) named `name`
 /// (Linux keeps the first 15 bytes).
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) {

@@ -466,6 +466,12 @@ struct EBPFFlowProgramTests {
         }
     }
 
+    /// Writes index entry `i` of a `qm_faddr4`/`qm_faddr6` value (``indexEntries(_:)``'s layout).
+    static func setIndexEntry(_ b: inout [UInt8], _ i: Int, _ v: UInt32) {
+        let at = b.count - 4 * EBPFFlowLayout.indexEntries + 4 * i
+        for k in 0..<4 { b[at + k] = UInt8(truncatingIfNeeded: v >> UInt32(8 * k)) }
+    }
+
     /// The packed comparison can fail: with the destination index's steps
     /// cut by one (the search stops a step short), the classes differ.
     @Test func aWrongIndexIsCaught() throws {
@@ -474,10 +480,8 @@ struct EBPFFlowProgramTests {
         let flows = try #require(tables.flows)
         func cut(_ b: [UInt8]) -> [UInt8] {
             var b = b
-            let from = b.count - 4 * EBPFFlowLayout.indexEntries
             for (i, e) in Self.indexEntries(b).enumerated() where (1...12).contains(e >> 12 & 15) {
-                let v = e - (1 << 12)
-                for k in 0..<4 { b[from + 4 * i + k] = UInt8(truncatingIfNeeded: v >> UInt32(8 * k)) }
+                Self.setIndexEntry(&b, i, e - (1 << 12))
             }
             return b
         }
@@ -519,11 +523,9 @@ struct EBPFFlowProgramTests {
         if oneClass {
             for family in 0..<2 {
                 var b = family == 0 ? flows.addresses4[1] : flows.addresses6[1]
-                let from = b.count - 4 * EBPFFlowLayout.indexEntries
                 for (i, e) in Self.indexEntries(b).enumerated()
                 where e >> 12 & 15 == EBPFFlowLayout.indexOneClass {
-                    b[from + 4 * i + 2] = 0
-                    b[from + 4 * i + 3] = 0
+                    Self.setIndexEntry(&b, i, e & 0xFFFF)  // class 0
                 }
                 if family == 0 { flows.addresses4[1] = b } else { flows.addresses6[1] = b }
             }
