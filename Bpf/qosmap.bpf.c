@@ -151,15 +151,15 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 // the nfqueue pipeline.
 //   qm_fslot   ARRAY[2] struct qm_fslot: one value per slot with the counts,
 //              the cross tables' bases and widths, the classes by protocol,
-//              DSCP and port, and the six cross tables (2.3 MB): one map
-//              lookup for the whole classification (an array lookup is
-//              inlined, but each still costs a key on the stack, a bound
-//              test and a multiply).
-//   qm_faddr4  ARRAY[2 * 2] (slot * 2 + 0 source / 1 destination): starts, classes.
-//   qm_faddr6  the same for IPv6 (starts as two u64, high then low).
-//   qm_frules  ARRAY[2 * QM_MAX_RULES] struct qm_frule: the rule's cell by
-//              ingress policy (`dscp:` actions classify by the ingress
-//              domain) and whether it keeps its connection.
+//              DSCP and port, the six cross tables, the address intervals
+//              (source, destination; IPv4, IPv6: starts, classes, index)
+//              and each rule's cell by ingress policy (`dscp:` actions
+//              classify by the ingress domain) with whether it keeps its
+//              connection (2.6 MB): one map lookup for the whole
+//              classification. An array lookup is inlined, but each still
+//              puts its key through the stack and costs a bound test and a
+//              multiply on the hit's dependency chain, and makes clang
+//              spill the registers a call would clobber.
 //   qm_frcount PERCPU_ARRAY[2 * QM_MAX_RULES] packets and bytes per rule.
 //   qm_flows   ARRAY[QM_FLOW_SLOTS] struct qm_flow: the connection table,
 //              direct-mapped like QoSMapCore's ConnectionTable (same key,
@@ -192,14 +192,6 @@ struct qm_fconf {
     // into one field's classes (the other field has one class): 1, the
     // source's class is the stage's result; 2, the destination's.
     __u32 skip;
-};
-
-struct qm_fslot {
-    struct qm_fconf c;
-    __u16 proto[256];
-    __u16 dscp[64];
-    __u16 port[2][65536];  // source, destination
-    __u16 cross[QM_CROSS];
 };
 
 // The address search's index (EBPFFlowTables.swift, bucketIndex): the
@@ -242,9 +234,19 @@ struct qm_faddr6 {
     __u32 idx[QM_IDX_N];
 };
 
-struct qm_frule {
-    __u8 cell[QM_MAX_IN];  // Treatment.cellIndex by ingress policy
-    __u32 connection;
+// In a rule's byte for an ingress policy (qm_fslot.rule): the rule keeps
+// its connection. The low bits are the cell (below QM_CELLS).
+#define QM_R_CONN 0x80u
+
+struct qm_fslot {
+    struct qm_fconf c;
+    __u16 proto[256];
+    __u16 dscp[64];
+    __u16 port[2][65536];  // source, destination
+    __u16 cross[QM_CROSS];
+    struct qm_faddr4 a4[2];  // source, destination
+    struct qm_faddr6 a6[2];
+    __u8 rule[QM_MAX_RULES][QM_MAX_IN];  // cell by ingress policy | QM_R_CONN
 };
 
 struct qm_rcount {
@@ -288,27 +290,6 @@ struct {
     __type(key, struct qm_dkey6);
     __type(value, __u32);
 } qm_fdns6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 4);
-    __type(key, __u32);
-    __type(value, struct qm_faddr4);
-} qm_faddr4 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 4);
-    __type(key, __u32);
-    __type(value, struct qm_faddr6);
-} qm_faddr6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2 * QM_MAX_RULES);
-    __type(key, __u32);
-    __type(value, struct qm_frule);
-} qm_frules SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -596,10 +577,8 @@ static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u
 // 12: the daemon pads the starts to QM_MAX_INTERVALS with all-ones, the
 // padding's class the last interval's, and keeps start + 2^steps - 1
 // within them). Each step halves; the loop ends early when none is left.
-static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
-    __u32 k = slot * 2 + field;
-    struct qm_faddr4 *t = bpf_map_lookup_elem(&qm_faddr4, &k);
-    if (!t) return 0;
+static __always_inline __u64 qm_addr4(struct qm_fslot *s, const int field, __u32 a) {
+    struct qm_faddr4 *t = &s->a4[field];
     __u32 e = QM_IDX_ENTRY(t, a);
     if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
     __u32 lo = e & (QM_MAX_INTERVALS - 1);
@@ -609,9 +588,7 @@ static __always_inline __u64 qm_addr4(__u32 slot, __u32 field, __u32 a) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-static __always_inline __u64 qm_addr6(__u32 k, __u64 ah, __u64 al) {
-    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
-    if (!t) return 0;
+static __always_inline __u64 qm_addr6(struct qm_faddr6 *t, __u64 ah, __u64 al) {
     __u32 lo = t->zero & (QM_MAX_INTERVALS - 1);
 #pragma unroll
     for (__u32 step = QM_MAX_INTERVALS / 2; step; step >>= 1) {
@@ -625,7 +602,14 @@ static __always_inline __u64 qm_addr6(__u32 k, __u64 ah, __u64 al) {
 // The class of IPv6 address ah:al in table `k` (slot * 2 + field): qm_addr6
 // in a global function of scalars, verified once (inlined, its branches,
 // three a step, multiply the verifier's paths beyond its limit).
-__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) { return qm_addr6(k & 3, ah, al); }
+__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) {
+    __u32 slot = (k >> 1) & 1;
+    struct qm_fslot *s = bpf_map_lookup_elem(&qm_fslot, &slot);
+    if (!s) return 0;
+    // Two copies, each at a constant offset (see qm_addr4's field).
+    if (k & 1) return qm_addr6(&s->a6[1], ah, al);
+    return qm_addr6(&s->a6[0], ah, al);
+}
 
 // qm_addr6's search inlined over the starts' high halves only (one branch a
 // step, as IPv4's: the verifier's paths stay few): the last start whose high
@@ -633,10 +617,8 @@ __noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) { return qm_addr6(k & 
 // equals the address's and its low half is above it (a prefix longer than
 // /64 in the address's /64): then qm_addr6_full searches all 128 bits, a
 // call (about 10 ns here) that prefixes of /64 or shorter never take.
-static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w) {
-    __u32 k = slot * 2 + field;
-    struct qm_faddr6 *t = bpf_map_lookup_elem(&qm_faddr6, &k);
-    if (!t) return 0;
+static __always_inline __u64 qm_addr6_hi(struct qm_fslot *s, __u32 slot, const int field, const __u32 *w) {
+    struct qm_faddr6 *t = &s->a6[field];
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
     __u32 e = QM_IDX_ENTRY(t, ah);
     if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
@@ -646,7 +628,7 @@ static __always_inline __u64 qm_addr6_hi(__u32 slot, __u32 field, const __u32 *w
     QM_STEPS(t->hi, ah);
     lo &= QM_MAX_INTERVALS - 1;
     __u64 sh = t->hi[lo];
-    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(k, ah, al);
+    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(slot * 2 + field, ah, al);
     return qm_wide(t->cls[lo]);
 }
 
@@ -665,14 +647,14 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         s = t->c.addr0[fs];
         d = t->c.addr0[fs + 1];
     } else if (!v6) {
-        s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(slot, 0, f->s[3]);
-        d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(slot, 1, f->d[3]);
+        s = t->c.n[0] <= 1 ? t->c.addr0[0] : qm_addr4(t, 0, f->s[3]);
+        d = t->c.n[1] <= 1 ? t->c.addr0[1] : qm_addr4(t, 1, f->d[3]);
     } else {
         // The high halves searched inline (qm_addr6_hi); the full 128-bit
         // searches in a global function, verified once: inlined, their
         // branches (three a step) multiply the verifier's paths beyond its limit.
-        s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6_hi(slot, 0, f->s);
-        d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6_hi(slot, 1, f->d);
+        s = t->c.n[2] <= 1 ? t->c.addr0[2] : qm_addr6_hi(t, slot, 0, f->s);
+        d = t->c.n[3] <= 1 ? t->c.addr0[3] : qm_addr6_hi(t, slot, 1, f->d);
         // Masked after the paths join: the same range on each, so that the
         // verifier's states there match and prune.
         s = qm_launder(s) & 0xffff;
@@ -804,15 +786,11 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
     if (!t) return 0;
     __u32 r = qm_classify(t, slot, v6, f, ingress);
-    struct qm_frule *rule = 0;
-    if (r) {
-        __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-        rule = bpf_map_lookup_elem(&qm_frules, &rk);
-        if (!rule) return 0;
-    }
+    // The rule's byte for this ingress policy: its cell | QM_R_CONN.
+    __u32 rb = r ? t->rule[(r - 1) & (QM_MAX_RULES - 1)][in] : 0;
     // The connection table only when a rule keeps its connection and the
     // matched rule (if any) does (not `connection: false`).
-    if (t->c.track && (!rule || rule->connection)) {
+    if (t->c.track && (!r || (rb & QM_R_CONN))) {
         __u64 k[5];
         __u32 key = qm_flow_key(f, v6, k);
         if (keep_key) {
@@ -838,13 +816,12 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
                 if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
                     // 64 bits wide (qm_wide): spilled with a 64-bit store.
                     r = qm_wide(tag & 0xffff);
-                    __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-                    rule = bpf_map_lookup_elem(&qm_frules, &rk);
+                    rb = t->rule[(r - 1) & (QM_MAX_RULES - 1)][in];
                 }
             }
         }
     }
-    if (!r || !rule) return 0;
+    if (!r) return 0;
     __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
     struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
     if (!rc) return 0;
@@ -853,7 +830,7 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     // A compare, not `% QM_CELLS` (a multiply, shift, multiply and subtract
     // on the hit's dependency chain: the qm_table index waits for it). The
     // daemon writes cells below QM_CELLS; the guard keeps a bad one in the pair.
-    __u32 cell = rule->cell[in];
+    __u32 cell = rb & ~QM_R_CONN;
     if (cell >= QM_CELLS) cell = 0;
     return (r & 0xffff) | cell << 16;
 }
@@ -1020,7 +997,9 @@ static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 s
         st->since = q * QM_NS;
     }
     if (!segs) segs = 1;
-    __u32 hold = c->flags & QM_B_BULK ? c->hold : 0;
+    // 64 bits wide (qm_wide): spilled with a 64-bit store (its slot may have
+    // held a pointer; a 32-bit store there is refused without CAP_PERFMON).
+    __u64 hold = qm_wide(c->flags & QM_B_BULK ? c->hold : 0);
     if (sec != st->second) {
         if (sec - st->second > hold) st->bytes = 0;
         st->second = sec;

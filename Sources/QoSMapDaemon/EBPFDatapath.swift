@@ -57,7 +57,7 @@ public final class EBPFDatapath: Service, Sendable {
         /// ``EBPFDatapath/ingressProgramName``.
         let ingressProgram: BPFProgram
         /// The flow rules' maps (`qm_f*`) and the connection table (`qm_flows`).
-        let fslot, faddr4, faddr6, frules, frcount, flows: BPFMap
+        let fslot, frcount, flows: BPFMap
         /// `dns:` rules' learned addresses → group mask (``DNSLearning``).
         let fdns4, fdns6: BPFMap
     }
@@ -112,9 +112,7 @@ public final class EBPFDatapath: Service, Sendable {
             ingressHash: try object.map(named: "qm_ingress_hash"),
             egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: "qm_config"),
             ingressProgram: try object.program(named: ingressProgramName),
-            fslot: try object.map(named: "qm_fslot"), faddr4: try object.map(named: "qm_faddr4"),
-            faddr6: try object.map(named: "qm_faddr6"),
-            frules: try object.map(named: "qm_frules"), frcount: try object.map(named: "qm_frcount"),
+            fslot: try object.map(named: "qm_fslot"), frcount: try object.map(named: "qm_frcount"),
             flows: try object.map(named: "qm_flows"), fdns4: try object.map(named: "qm_fdns4"),
             fdns6: try object.map(named: "qm_fdns6"))
     }
@@ -465,15 +463,7 @@ public final class EBPFDatapath: Service, Sendable {
     }
 
     static func writeFlows(_ f: EBPFFlowTables, slot: Int, epoch: UInt32, _ maps: Maps) throws(BPFError) {
-        var config = f.config
-        config.epoch = epoch
-        try maps.fslot.update(UInt32(slot), bytes: withUnsafeBytes(of: config) { Array($0) } + f.body)
-        for field in 0..<2 {
-            try maps.faddr4.update(UInt32(slot * 2 + field), bytes: f.addresses4[field])
-            try maps.faddr6.update(UInt32(slot * 2 + field), bytes: f.addresses6[field])
-        }
-        let ruleBase = UInt32(slot * EBPFFlowLayout.maxRules)
-        try maps.frules.update(keys: f.rules.indices.map { ruleBase + UInt32($0) }, values: f.rules)
+        try maps.fslot.update(UInt32(slot), bytes: f.slotValue(epoch: epoch))
     }
 
     /// The packets and bytes of rules `0..<count` of `slot`, summed over CPUs.

@@ -179,16 +179,17 @@ extension CrossTable {
     }
 }
 
-/// `struct qm_frule`: the rule's class × color cell by ingress policy, and
-/// whether it keeps its connection.
-struct EBPFRule: BitwiseCopyable {
-    var cell:
-        (
-            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-            UInt8, UInt8
-        ) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    var connection: UInt32 = 0
+/// A rule's row of `qm_fslot.rule`: its class × color cell by ingress
+/// policy, and whether it keeps its connection.
+struct EBPFRule: Equatable {
+    /// `Treatment.cellIndex` by ingress policy (``EBPFLayout/maxIngress``).
+    var cell = [UInt8](repeating: 0, count: EBPFLayout.maxIngress)
+    var connection = false
+    /// `QM_R_CONN`: in a row's byte, the rule keeps its connection.
+    static let connectionBit: UInt8 = 0x80
+
+    /// The row as the map holds it: each cell with ``connectionBit``.
+    var bytes: [UInt8] { cell.map { $0 | (connection ? Self.connectionBit : 0) } }
 }
 
 /// `struct qm_rcount`: one CPU's packets and bytes for a rule.
@@ -206,11 +207,11 @@ struct EBPFFlowTables: Sendable {
     /// source port, by destination port, then the six cross tables
     /// (`QM_CROSS` entries, the rest 0), u16 in host order as the map holds them.
     var body: [UInt8]
-    /// `struct qm_faddr4` for source, destination.
+    /// `struct qm_faddr4` for source, destination (`qm_fslot.a4`).
     var addresses4: [[UInt8]]
-    /// `struct qm_faddr6` for source, destination.
+    /// `struct qm_faddr6` for source, destination (`qm_fslot.a6`).
     var addresses6: [[UInt8]]
-    /// `qm_frules` of one slot.
+    /// `qm_fslot.rule`'s rows, from rule 0.
     var rules: [EBPFRule]
     /// The rules' names (the counters' labels).
     var names: [String]
@@ -315,16 +316,29 @@ struct EBPFFlowTables: Sendable {
         config.track = flows.connections == nil ? 0 : 1
         rules = flows.rules.map { rule in
             var r = EBPFRule()
-            r.connection = rule.connection ? 1 : 0
-            withUnsafeMutableBytes(of: &r.cell) { cells in
-                for (i, p) in ins.enumerated() where i < EBPFLayout.maxIngress {
-                    cells[i] = UInt8(rule.action.treatment(ingress: p.ingress).cellIndex)
-                }
+            r.connection = rule.connection
+            for (i, p) in ins.enumerated() where i < EBPFLayout.maxIngress {
+                r.cell[i] = UInt8(rule.action.treatment(ingress: p.ingress).cellIndex)
             }
             return r
         }
         names = flows.rules.map(\.name)
         ingressClass = c.ingressClass
+    }
+
+    /// The slot's whole `struct qm_fslot` value: `config` (with the epoch
+    /// the caller gives), the class tables, the address intervals and the
+    /// rules' rows, padded to ``EBPFLayoutSizes/fslot``.
+    func slotValue(epoch: UInt32) -> [UInt8] {
+        var c = config
+        c.epoch = epoch
+        var b = withUnsafeBytes(of: c) { Array($0) } + body
+        b.reserveCapacity(EBPFLayoutSizes.fslot)
+        b += [UInt8](repeating: 0, count: EBPFLayoutSizes.addresses - b.count)
+        for a in addresses4 + addresses6 { b += a }
+        for r in rules.prefix(EBPFFlowLayout.maxRules) { b += r.bytes }
+        b += [UInt8](repeating: 0, count: EBPFLayoutSizes.fslot - b.count)
+        return b
     }
 
     /// One family's source and destination intervals with the address stage
@@ -359,7 +373,12 @@ enum EBPFLayoutSizes {
     /// The index: `ibase`, `ishift`, `ipad`, `idx` (u32 entries).
     static let index = 16 + 4 * EBPFFlowLayout.indexEntries
     /// `struct qm_fslot`: the config, then u16 classes by protocol, DSCP,
-    /// source and destination port, then the cross tables.
-    static let fslot =
-        MemoryLayout<EBPFFlowConfig>.size + 2 * (256 + 64 + 2 * 65536 + EBPFFlowLayout.crossEntries)
+    /// source and destination port, the cross tables, the addresses
+    /// (`qm_faddr4` source, destination, then `qm_faddr6`'s) and a row of
+    /// ``EBPFLayout/maxIngress`` bytes per rule (``EBPFRule/bytes``).
+    static let fslot = addresses + 2 * faddr4 + 2 * faddr6 + EBPFFlowLayout.maxRules * EBPFLayout.maxIngress
+    /// Where `qm_fslot.a4` starts: after the class tables, 8-aligned (the
+    /// address structs hold u64).
+    static let addresses =
+        (MemoryLayout<EBPFFlowConfig>.size + 2 * (256 + 64 + 2 * 65536 + EBPFFlowLayout.crossEntries) + 7) & ~7
 }

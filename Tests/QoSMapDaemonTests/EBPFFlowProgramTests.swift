@@ -477,7 +477,7 @@ struct EBPFFlowProgramTests {
     @Test func aWrongIndexIsCaught() throws {
         let snapshot = try Self.snapshot(Self.packedConfig(seed: 3))
         let (maps, tables) = try Self.load(snapshot)
-        let flows = try #require(tables.flows)
+        var flows = try #require(tables.flows)
         func cut(_ b: [UInt8]) -> [UInt8] {
             var b = b
             for (i, e) in Self.indexEntries(b).enumerated() where (1...12).contains(e >> 12 & 15) {
@@ -485,8 +485,9 @@ struct EBPFFlowProgramTests {
             }
             return b
         }
-        try maps.faddr4.update(UInt32(1), bytes: cut(flows.addresses4[1]))
-        try maps.faddr6.update(UInt32(1), bytes: cut(flows.addresses6[1]))
+        flows.addresses4[1] = cut(flows.addresses4[1])
+        flows.addresses6[1] = cut(flows.addresses6[1])
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 3, count: 3000)
         #expect(t.mismatches > 0)
@@ -617,13 +618,10 @@ struct EBPFFlowProgramTests {
     /// the maps, the program and the pipeline disagree.
     @Test func aWrongTableIsCaught() throws {
         let snapshot = try Self.snapshot(Self.config)
-        let (maps, _) = try Self.load(snapshot)
-        var wrong = EBPFRule()
-        withUnsafeMutableBytes(of: &wrong.cell) {
-            for i in 0..<16 { $0[i] = UInt8(Treatment.bestEffort.cellIndex) }
-        }
-        wrong.connection = 1
-        try maps.frules.update(UInt32(1), wrong)  // "backup" now leaves as BE green
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        flows.rules[1].cell = [UInt8](repeating: UInt8(Treatment.bestEffort.cellIndex), count: EBPFLayout.maxIngress)
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)  // "backup" now leaves as BE green
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 7, count: 3000)
         #expect(t.mismatches > 0)

@@ -133,10 +133,6 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(maps.fdns4.maxEntries >= DNSLearningSettings.maxAddressesLimit)
     #expect(maps.fdns6.maxEntries >= DNSLearningSettings.maxAddressesLimit)
     #expect(maps.fslot.valueSize == EBPFLayoutSizes.fslot && maps.fslot.maxEntries == 2)
-    #expect(maps.faddr4.valueSize == EBPFLayoutSizes.faddr4 && maps.faddr4.maxEntries == 4)
-    #expect(maps.faddr6.valueSize == EBPFLayoutSizes.faddr6 && maps.faddr6.maxEntries == 4)
-    #expect(maps.frules.valueSize == MemoryLayout<EBPFRule>.size)
-    #expect(maps.frules.maxEntries == 2 * EBPFFlowLayout.maxRules)
     #expect(maps.frcount.valueSize == MemoryLayout<EBPFRuleCount>.size && maps.frcount.isPerCPU)
     #expect(maps.flows.maxEntries == EBPFFlowLayout.flowSlots && maps.flows.valueSize == 44)
 }
