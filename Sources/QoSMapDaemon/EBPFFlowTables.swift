@@ -380,5 +380,6 @@ enum EBPFLayoutSizes {
     /// Where `qm_fslot.a4` starts: after the class tables, 8-aligned (the
     /// address structs hold u64).
     static let addresses =
-        (MemoryLayout<EBPFFlowConfig>.size + 2 * (256 + 64 + 2 * 65536 + EBPFFlowLayout.crossEntries) + 7) & ~7
+        (MemoryLayout<EBPFFlowConfig>.size + 2 * (256 + 64 + 2 * 65536 + EBPFFlowLayout.crossEntries) + 7)
+        & ~7
 }

@@ -620,7 +620,8 @@ struct EBPFFlowProgramTests {
         let snapshot = try Self.snapshot(Self.config)
         let (maps, tables) = try Self.load(snapshot)
         var flows = try #require(tables.flows)
-        flows.rules[1].cell = [UInt8](repeating: UInt8(Treatment.bestEffort.cellIndex), count: EBPFLayout.maxIngress)
+        flows.rules[1].cell = [UInt8](
+            repeating: UInt8(Treatment.bestEffort.cellIndex), count: EBPFLayout.maxIngress)
         try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)  // "backup" now leaves as BE green
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 7, count: 3000)
