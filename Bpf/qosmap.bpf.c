@@ -3,9 +3,14 @@
 // compiles (see Sources/BPFClassifier and Sources/QoSMapDaemon/EBPFDatapath.swift).
 //
 // Maps (their layout is mirrored in BPFTableLayout.swift; a test checks it):
-//   qm_gen      ARRAY[1] of u32: the active slot (0 or 1). The daemon fills the
-//               other slot whole, then flips this one word: a packet reads it
-//               once, so it decides with one slot only and never half a table.
+//   qm_gen      u32, a global variable (libbpf's map ".data.qm_gen", ARRAY[1]
+//               of u32): the active slot (0 or 1) and the QM_GEN_* bits. The
+//               daemon fills the other slot whole, then flips this one word: a
+//               packet reads it once, so it decides with one slot only and
+//               never half a table. A global rather than a map of its own: the
+//               program reads it with one load, where a lookup puts its key
+//               through the stack and tests its bound, at the head of every
+//               packet's dependency chain.
 //   qm_ingress  ARRAY[QM_IFINDEX_ARRAY] ifindex -> u32[2]: the ingress policy
 //               per slot (unset: 0). ifindex >= QM_IFINDEX_ARRAY: qm_ingress_hash.
 //   qm_egress   the same for the egress policy (qm_egress_hash above it).
@@ -70,12 +75,8 @@ struct qm_policy {
     __u32 slot[2];
 };
 
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, __u32);
-} qm_gen SEC(".maps");
+// Not static: clang may not assume its value (the daemon writes it).
+__u32 qm_gen SEC(".data.qm_gen") = 0;
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -1223,10 +1224,7 @@ int qosmap_egress(struct __sk_buff *skb) {
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
     // The generation read once here (mark_ip's copies take it).
-    __u32 zero = 0;
-    __u32 *gen = bpf_map_lookup_elem(&qm_gen, &zero);
-    if (!gen) return TC_ACT_OK;
-    __u32 g = *gen;
+    __u32 g = *(volatile __u32 *)&qm_gen;
     if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
         // Flow behaviour: the copy that calls the rules and the behaviour
         // step (qm_step4/6). The behaviour step keeps the fields live until

@@ -106,7 +106,7 @@ public final class EBPFDatapath: Service, Sendable {
         let object = try BPFObject(bytes: bytes ?? EmbeddedBPF.object, name: "qosmap")
         return Maps(
             object: object, program: try object.program(named: programName),
-            gen: try object.map(named: "qm_gen"), ingress: try object.map(named: "qm_ingress"),
+            gen: try object.map(named: EBPFLayout.genMap), ingress: try object.map(named: "qm_ingress"),
             egress: try object.map(named: "qm_egress"), table: try object.map(named: "qm_table"),
             counters: try object.map(named: "qm_counters"),
             ingressHash: try object.map(named: "qm_ingress_hash"),

@@ -12,6 +12,9 @@ public enum EBPFLayout {
     /// `QM_IFINDEX_ARRAY`: interfaces below this ifindex have their policies in
     /// the `qm_ingress`/`qm_egress` arrays, the others in the `_hash` maps.
     public static let ifindexArray: UInt32 = 4096
+    /// The map libbpf makes of the global `qm_gen` (section `.data.qm_gen`):
+    /// one u32, the active slot and the `QM_GEN_*` bits.
+    public static let genMap = ".data.qm_gen"
     /// Distinct ingress policies (trust × inbound domain), `local` included.
     public static let maxIngress = 16
     /// Distinct egress policies (outbound domains).

@@ -118,7 +118,7 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(maps.egressHash.valueSize == MemoryLayout<EBPFPolicySlots>.size)
     #expect(maps.counters.maxEntries == EBPFLayout.counterEntries)
     #expect(maps.counters.isPerCPU)
-    #expect(maps.gen.maxEntries == 1)
+    #expect(maps.gen.maxEntries == 1 && maps.gen.valueSize == 4)
     #expect(PacketOutcome.caseCount <= EBPFLayout.outcomesPerCell)
     #expect(PacketOutcome.rewritten.rawValue == 0 && PacketOutcome.unchanged.rawValue == 1)
     // A write and a read back through the wrapper.

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     int null = open_prog(argv[2], &nobj, NULL);
     uint32_t zero = 0, one = 1, two = 2, lo = 1;
     uint32_t pol[2] = {1, 1};
-    bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, "qm_gen"), &zero, &zero, BPF_ANY);
+    bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, ".data.qm_gen"), &zero, &zero, BPF_ANY);
     bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, "qm_ingress"), &two, pol, BPF_ANY);
     bpf_map_update_elem(bpf_object__find_map_fd_by_name(obj, "qm_egress"), &lo, pol, BPF_ANY);
     int table = bpf_object__find_map_fd_by_name(obj, "qm_table");
