@@ -18,8 +18,10 @@
 //               (tools/bench/bpf-run: 140 ns a packet with hashes, 12 with arrays).
 //   qm_table    ARRAY[2 * IN * OUT * 80] of struct qm_entry: per (slot, in,
 //               out), 64 entries by DSCP, then 16 by PCP << 1 | DEI.
-//   qm_config   ARRAY[1] of struct qm_config: the skb->mark bits that carry
-//               a tag's PCP and DEI from qosmap_ingress to qosmap_egress.
+//   qm_config   struct qm_config, a global variable (map ".data.qm_config",
+//               ARRAY[1], read with one load as qm_gen is): the skb->mark
+//               bits that carry a tag's PCP and DEI from qosmap_ingress to
+//               qosmap_egress.
 //   qm_counters PERCPU_ARRAY[CELLS * OUTCOMES + 1] of u64.
 // qosmap_ingress runs at clsact ingress on interfaces that trust 802.1p: it
 // puts the tag's PCP and DEI (0 and 0 for an untagged frame) in the carry
@@ -113,12 +115,8 @@ struct {
     __type(value, struct qm_entry);
 } qm_table SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct qm_config);
-} qm_config SEC(".maps");
+// Not static: clang may not assume its value (the daemon writes it).
+struct qm_config qm_config SEC(".data.qm_config") = {0, 0};
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -1109,7 +1107,6 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     __u8 tos = v6 ? (__u8)((h0 << 4) | (h1 >> 4)) : h1;
     __u8 dscp = tos >> 2;
 
-    __u32 zero = 0;
     __u32 slot = g & 1;
     __u32 in_if = skb->ingress_ifindex, out_if = skb->ifindex;
     // in is 0 without an ingress interface, but a 0 the verifier cannot
@@ -1155,12 +1152,12 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
             if (r) index = index - dscp + QM_RULE_BASE + (r >> 16);  // qm_rule: a cell below QM_CELLS
         }
     }
-    struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
-    if (cfg && cfg->carry_mask) {
-        __u32 carried = (skb->mark & cfg->carry_mask) >> (cfg->carry_shift & 31);
+    const __u32 carry_mask = *(volatile __u32 *)&qm_config.carry_mask;
+    if (carry_mask) {
+        __u32 carried = (skb->mark & carry_mask) >> (*(volatile __u32 *)&qm_config.carry_shift & 31);
         if (carried & QM_CARRIED) {
             if (!r) index = index - dscp + QM_PCP_BASE + (carried & 0xf);
-            skb->mark &= ~cfg->carry_mask;
+            skb->mark &= ~carry_mask;
         }
     }
     // The other copies: the rules (not applied above) and flow behaviour in
@@ -1252,9 +1249,8 @@ int qosmap_egress(struct __sk_buff *skb) {
 // always does before tc ingress, unless a driver left it), else in the data.
 SEC("tc")
 int qosmap_ingress(struct __sk_buff *skb) {
-    __u32 zero = 0;
-    struct qm_config *cfg = bpf_map_lookup_elem(&qm_config, &zero);
-    if (!cfg || !cfg->carry_mask) return TC_ACT_OK;
+    const __u32 carry_mask = *(volatile __u32 *)&qm_config.carry_mask;
+    if (!carry_mask) return TC_ACT_OK;
     __u32 tci, s_tag;
     if (skb->vlan_present) {
         tci = skb->vlan_tci;
@@ -1269,13 +1265,13 @@ int qosmap_ingress(struct __sk_buff *skb) {
     } else {
         // Untagged: no carry, so egress uses the entries by DSCP, which for
         // a trust-8021p policy hold the untrusted fallback.
-        skb->mark &= ~cfg->carry_mask;
+        skb->mark &= ~carry_mask;
         return TC_ACT_OK;
     }
     // Only an S-tag's DEI marks drop eligibility (a C-tag's bit is the old CFI).
     __u32 carried = QM_CARRIED | ((tci >> 13) & 7) << 1 | (s_tag ? (tci >> 12) & 1 : 0);
-    __u32 shift = cfg->carry_shift & 31;
-    skb->mark = (skb->mark & ~cfg->carry_mask) | ((carried << shift) & cfg->carry_mask);
+    __u32 shift = *(volatile __u32 *)&qm_config.carry_shift & 31;
+    skb->mark = (skb->mark & ~carry_mask) | ((carried << shift) & carry_mask);
     return TC_ACT_OK;
 }
 

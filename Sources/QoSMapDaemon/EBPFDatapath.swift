@@ -110,7 +110,7 @@ public final class EBPFDatapath: Service, Sendable {
             egress: try object.map(named: "qm_egress"), table: try object.map(named: "qm_table"),
             counters: try object.map(named: "qm_counters"),
             ingressHash: try object.map(named: "qm_ingress_hash"),
-            egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: "qm_config"),
+            egressHash: try object.map(named: "qm_egress_hash"), config: try object.map(named: EBPFLayout.configMap),
             ingressProgram: try object.program(named: ingressProgramName),
             fslot: try object.map(named: "qm_fslot"), frcount: try object.map(named: "qm_frcount"),
             flows: try object.map(named: "qm_flows"), fdns4: try object.map(named: "qm_fdns4"),

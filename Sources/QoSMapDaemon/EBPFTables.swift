@@ -15,6 +15,9 @@ public enum EBPFLayout {
     /// The map libbpf makes of the global `qm_gen` (section `.data.qm_gen`):
     /// one u32, the active slot and the `QM_GEN_*` bits.
     public static let genMap = ".data.qm_gen"
+    /// The map of the global `qm_config` (section `.data.qm_config`): the
+    /// carry mask and shift (``EBPFCarry``).
+    public static let configMap = ".data.qm_config"
     /// Distinct ingress policies (trust × inbound domain), `local` included.
     public static let maxIngress = 16
     /// Distinct egress policies (outbound domains).

@@ -119,6 +119,7 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(maps.counters.maxEntries == EBPFLayout.counterEntries)
     #expect(maps.counters.isPerCPU)
     #expect(maps.gen.maxEntries == 1 && maps.gen.valueSize == 4)
+    #expect(maps.config.maxEntries == 1 && maps.config.valueSize == MemoryLayout<EBPFCarry>.size)
     #expect(PacketOutcome.caseCount <= EBPFLayout.outcomesPerCell)
     #expect(PacketOutcome.rewritten.rawValue == 0 && PacketOutcome.unchanged.rawValue == 1)
     // A write and a read back through the wrapper.
