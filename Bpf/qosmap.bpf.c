@@ -605,7 +605,8 @@ __noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) {
     __u32 slot = (k >> 1) & 1;
     struct qm_fslot *s = bpf_map_lookup_elem(&qm_fslot, &slot);
     if (!s) return 0;
-    // Two copies, each at a constant offset (see qm_addr4's field).
+    // Two copies, each at a constant offset into the slot, as where it is
+    // inlined (`field` a constant there).
     if (k & 1) return qm_addr6(&s->a6[1], ah, al);
     return qm_addr6(&s->a6[0], ah, al);
 }
