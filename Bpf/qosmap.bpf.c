@@ -236,6 +236,8 @@ struct qm_faddr6 {
 // In a rule's byte for an ingress policy (qm_fslot.rule): the rule keeps
 // its connection. The low bits are the cell (below QM_CELLS).
 #define QM_R_CONN 0x80u
+// Rule r - 1's byte for ingress policy `in` (QM_R_CONN | cell).
+#define QM_RULE_BYTE(t, r, in) ((t)->rule[((r) - 1) & (QM_MAX_RULES - 1)][in])
 
 struct qm_fslot {
     struct qm_fconf c;
@@ -598,16 +600,16 @@ static __always_inline __u64 qm_addr6(struct qm_faddr6 *t, __u64 ah, __u64 al) {
     return qm_wide(t->cls[lo & (QM_MAX_INTERVALS - 1)]);
 }
 
-// The class of IPv6 address ah:al in table `k` (slot * 2 + field): qm_addr6
-// in a global function of scalars, verified once (inlined, its branches,
-// three a step, multiply the verifier's paths beyond its limit).
-__noinline int qm_addr6_full(__u32 k, __u64 ah, __u64 al) {
-    __u32 slot = (k >> 1) & 1;
+// The class of IPv6 address ah:al in `field` (0 source, 1 destination) of
+// `slot`: qm_addr6 in a global function of scalars, verified once (inlined,
+// its branches, three a step, multiply the verifier's paths beyond its limit).
+__noinline int qm_addr6_full(__u32 slot, __u32 field, __u64 ah, __u64 al) {
+    slot &= 1;
     struct qm_fslot *s = bpf_map_lookup_elem(&qm_fslot, &slot);
     if (!s) return 0;
     // Two copies, each at a constant offset into the slot, as where it is
     // inlined (`field` a constant there).
-    if (k & 1) return qm_addr6(&s->a6[1], ah, al);
+    if (field) return qm_addr6(&s->a6[1], ah, al);
     return qm_addr6(&s->a6[0], ah, al);
 }
 
@@ -628,7 +630,7 @@ static __always_inline __u64 qm_addr6_hi(struct qm_fslot *s, __u32 slot, const i
     QM_STEPS(t->hi, ah);
     lo &= QM_MAX_INTERVALS - 1;
     __u64 sh = t->hi[lo];
-    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(slot * 2 + field, ah, al);
+    if (sh > ah || (sh == ah && t->lo[lo] > al)) return qm_addr6_full(slot, field, ah, al);
     return qm_wide(t->cls[lo]);
 }
 
@@ -787,7 +789,7 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     if (!t) return 0;
     __u32 r = qm_classify(t, slot, v6, f, ingress);
     // The rule's byte for this ingress policy: its cell | QM_R_CONN.
-    __u32 rb = r ? t->rule[(r - 1) & (QM_MAX_RULES - 1)][in] : 0;
+    __u32 rb = r ? QM_RULE_BYTE(t, r, in) : 0;
     // The connection table only when a rule keeps its connection and the
     // matched rule (if any) does (not `connection: false`).
     if (t->c.track && (!r || (rb & QM_R_CONN))) {
@@ -816,7 +818,7 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
                 if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
                     // 64 bits wide (qm_wide): spilled with a 64-bit store.
                     r = qm_wide(tag & 0xffff);
-                    rb = t->rule[(r - 1) & (QM_MAX_RULES - 1)][in];
+                    rb = QM_RULE_BYTE(t, r, in);
                 }
             }
         }

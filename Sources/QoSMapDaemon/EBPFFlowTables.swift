@@ -124,15 +124,11 @@ struct EBPFAddressIndex: Equatable {
         }
     }
 
-    /// The entries' bytes after `base`, `shift` and a pad word, as the struct holds them.
+    /// The entries' bytes after `base`, `shift` and a pad word, as the
+    /// struct holds them (host order, as ``EBPFFlowTables/body``).
     var bytes: [UInt8] {
-        var b = [UInt8](repeating: 0, count: 16 + 4 * entries.count)
-        for i in 0..<8 { b[i] = UInt8(truncatingIfNeeded: base >> UInt64(8 * i)) }
-        for i in 0..<4 { b[8 + i] = UInt8(truncatingIfNeeded: shift >> UInt32(8 * i)) }
-        for (i, v) in entries.enumerated() {
-            for k in 0..<4 { b[16 + 4 * i + k] = UInt8(truncatingIfNeeded: v >> UInt32(8 * k)) }
-        }
-        return b
+        withUnsafeBytes(of: base) { Array($0) } + withUnsafeBytes(of: shift) { Array($0) } + [0, 0, 0, 0]
+            + entries.withUnsafeBytes { Array($0) }
     }
 }
 
@@ -181,7 +177,7 @@ extension CrossTable {
 
 /// A rule's row of `qm_fslot.rule`: its class × color cell by ingress
 /// policy, and whether it keeps its connection.
-struct EBPFRule: Equatable {
+struct EBPFRule {
     /// `Treatment.cellIndex` by ingress policy (``EBPFLayout/maxIngress``).
     var cell = [UInt8](repeating: 0, count: EBPFLayout.maxIngress)
     var connection = false
