@@ -207,6 +207,11 @@ struct qm_fconf {
 // waits for the entry's candidate. (16 bits, as a class read from `cls`:
 // the verifier's states after either way look alike and prune.)
 #define QM_IDX_ONE 15
+// Steps QM_IDX_TWO when one interval starts inside the bucket, at the key
+// in the bucket's `isplit` (an IPv6 start there has low half 0): the class
+// below it in bits 16-31, the class from it in bits 0-11. No search either;
+// the split's load runs beside the entry's.
+#define QM_IDX_TWO 14
 #define QM_FOLD4 6
 #define QM_FOLD6 8
 
@@ -218,6 +223,7 @@ struct qm_faddr4 {
     __u64 ibase;
     __u32 ishift;
     __u32 ipad;
+    __u64 isplit[QM_IDX];
     __u32 idx[QM_IDX_N];
 };
 
@@ -230,6 +236,7 @@ struct qm_faddr6 {
     __u64 ibase;  // the index over the high halves
     __u32 ishift;
     __u32 ipad;
+    __u64 isplit[QM_IDX];
     __u32 idx[QM_IDX_N];
 };
 
@@ -542,14 +549,17 @@ static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u
 // two are read at constant offsets, each on its own path (qm_wide stops
 // clang from merging them into one variable offset): a variable offset
 // that is a different range on another path is refused without
-// CAP_PERFMON ("pointer arithmetic with it prohibited for !root").
+// CAP_PERFMON ("pointer arithmetic with it prohibited for !root"). A
+// two-class entry comes out as the one-class entry of a's side of the split.
 #define QM_IDX_ENTRY(t, a)                                              \
     ({                                                                  \
         __u64 b_ = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);     \
         __u64 e_;                                                       \
-        if (b_ < QM_IDX)                                                \
+        if (b_ < QM_IDX) {                                              \
             e_ = (t)->idx[b_];                                          \
-        else if ((__u64)(a) < (t)->ibase)                               \
+            if (((e_ >> 12) & 15) == QM_IDX_TWO)                        \
+                e_ = ((__u64)(a) < (t)->isplit[b_] ? e_ >> 16 : e_ & 0xfff) << 16 | QM_IDX_ONE << 12; \
+        } else if ((__u64)(a) < (t)->ibase)                             \
             e_ = qm_wide((t)->idx[QM_IDX]);                             \
         else                                                            \
             e_ = qm_wide((t)->idx[QM_IDX + 1]);                         \

@@ -23,6 +23,11 @@ public enum EBPFFlowLayout {
     /// `QM_IDX_ONE`: the steps (bits 12-15) of an index entry whose bucket
     /// has one class (in bits 16-31); a search takes at most 12.
     public static let indexOneClass: UInt32 = 15
+    /// `QM_IDX_TWO`: the steps of an index entry whose bucket has two
+    /// classes, one interval start inside it (its key in the bucket's
+    /// `isplit`): bits 16-31 the class below that key, bits 0-11 the class
+    /// from it.
+    public static let indexTwoClass: UInt32 = 14
     /// `QM_FOLD4`, `QM_FOLD6`: where `qm_fconf.skip` holds each family's
     /// address fold (1: the source's classes are the address stage's
     /// results, 2: the destination's).
@@ -38,7 +43,12 @@ public enum EBPFFlowLayout {
 /// 12-15). Where every address of the bucket has one class (no interval
 /// starts inside it), the steps are ``EBPFFlowLayout/indexOneClass`` and
 /// bits 16-31 hold that class: the program then neither searches nor waits
-/// for a second load. The window is the one of least worst, then total, steps.
+/// for a second load. Where one start lies inside it (a prefix's end, as
+/// IPv6 prefixes at the start of their /48 leave), the steps are
+/// ``EBPFFlowLayout/indexTwoClass``: the class below it in bits 16-31, the
+/// class from it in bits 0-11, its key in `splits` (a load beside the
+/// entry's, not after it). The window is the one of least worst, then
+/// total, steps.
 struct EBPFAddressIndex: Equatable {
     /// The window's first key.
     var base: UInt64 = 0
@@ -46,6 +56,8 @@ struct EBPFAddressIndex: Equatable {
     var shift: UInt32 = 0
     /// The entries (``EBPFFlowLayout/indexEntries``).
     var entries = [UInt32](repeating: 0, count: EBPFFlowLayout.indexEntries)
+    /// By bucket: the key of the start inside a two-class bucket (else 0).
+    var splits = [UInt64](repeating: 0, count: EBPFFlowLayout.indexBuckets)
 
     /// The index of `keys` (sorted; the first 0) of `width` bits (32 or 64),
     /// searched in a table of `slots` keys (the rest above every key).
@@ -74,16 +86,24 @@ struct EBPFAddressIndex: Equatable {
         // must stay in the table (an earlier start is as right: its key is not
         // above either). One class when no start lies inside the addresses
         // low...high: none after `first` up to `high`, and `first`'s own at or
-        // below the range's first address.
-        func entry(_ first: Int, _ through: Int, low: UInt64) -> (UInt32, Int) {
+        // below the range's first address. Two classes (a bucket's entry
+        // only, `two`) when one start lies inside, at a key whose low half is
+        // 0 (the high half then decides), with a class that fits 12 bits.
+        func entry(_ first: Int, _ through: Int, low: UInt64, two: Bool = false) -> (UInt32, Int, UInt64) {
             var steps = 0
             while (1 << steps) < through - first + 1 { steps += 1 }
             let from = min(first, slots - (1 << steps))
             let inside = keys[first] == low && (lows?[first] ?? 0) != 0
             if first == through, !inside {
-                return (EBPFFlowLayout.indexOneClass << 12 | UInt32(classes[first]) << 16, 0)
+                return (EBPFFlowLayout.indexOneClass << 12 | UInt32(classes[first]) << 16, 0, 0)
             }
-            return (UInt32(from) | UInt32(steps) << 12, steps)
+            if two, through == first + 1, !inside, (lows?[through] ?? 0) == 0, classes[through] < 1 << 12 {
+                let e =
+                    EBPFFlowLayout.indexTwoClass << 12 | UInt32(classes[first]) << 16
+                    | UInt32(classes[through])
+                return (e, 0, keys[through])
+            }
+            return (UInt32(from) | UInt32(steps) << 12, steps, 0)
         }
         let top: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
         var best: (worst: Int, total: Int)?
@@ -98,19 +118,22 @@ struct EBPFAddressIndex: Equatable {
                 base = 0
             }
             var e = [UInt32](repeating: 0, count: EBPFFlowLayout.indexEntries)
+            var split = [UInt64](repeating: 0, count: EBPFFlowLayout.indexBuckets)
             var worst = 0
             var total = 0
             for b in 0..<EBPFFlowLayout.indexBuckets {
                 let low = base + UInt64(b) * span
-                let (v, s) = entry(last(low), last(low + (span - 1)), low: low)
+                let (v, s, k) = entry(last(low), last(low + (span - 1)), low: low, two: true)
                 e[b] = v
+                split[b] = k
                 worst = max(worst, s)
                 total += s
             }
             let end = base &+ (span << UInt64(k))
-            let below = base == 0 ? (UInt32(0), 0) : entry(0, last(base - 1), low: 0)
+            let below = base == 0 ? (UInt32(0), 0, UInt64(0)) : entry(0, last(base - 1), low: 0)
             let above =
-                shift + k >= width || end > top ? (UInt32(0), 0) : entry(last(end), last(top), low: end)
+                shift + k >= width || end > top
+                ? (UInt32(0), 0, UInt64(0)) : entry(last(end), last(top), low: end)
             e[EBPFFlowLayout.indexBuckets] = below.0
             e[EBPFFlowLayout.indexBuckets + 1] = above.0
             worst = max(worst, below.1, above.1)
@@ -120,15 +143,16 @@ struct EBPFAddressIndex: Equatable {
                 self.base = base
                 self.shift = UInt32(shift)
                 entries = e
+                splits = split
             }
         }
     }
 
-    /// The entries' bytes after `base`, `shift` and a pad word, as the
+    /// `base`, `shift`, a pad word, the splits and the entries, as the
     /// struct holds them (host order, as ``EBPFFlowTables/body``).
     var bytes: [UInt8] {
         withUnsafeBytes(of: base) { Array($0) } + withUnsafeBytes(of: shift) { Array($0) } + [0, 0, 0, 0]
-            + entries.withUnsafeBytes { Array($0) }
+            + splits.withUnsafeBytes { Array($0) } + entries.withUnsafeBytes { Array($0) }
     }
 }
 
@@ -366,8 +390,8 @@ enum EBPFLayoutSizes {
     static let faddr4 = 6 * EBPFFlowLayout.maxIntervals + 8 + index
     /// `struct qm_faddr6`: u64 high halves, u64 low halves, u16 classes, `zero`, `pad`, the index.
     static let faddr6 = 18 * EBPFFlowLayout.maxIntervals + 8 + index
-    /// The index: `ibase`, `ishift`, `ipad`, `idx` (u32 entries).
-    static let index = 16 + 4 * EBPFFlowLayout.indexEntries
+    /// The index: `ibase`, `ishift`, `ipad`, `isplit` (u64 by bucket), `idx` (u32 entries).
+    static let index = 16 + 8 * EBPFFlowLayout.indexBuckets + 4 * EBPFFlowLayout.indexEntries
     /// `struct qm_fslot`: the config, then u16 classes by protocol, DSCP,
     /// source and destination port, the cross tables, the addresses
     /// (`qm_faddr4` source, destination, then `qm_faddr6`'s) and a row of

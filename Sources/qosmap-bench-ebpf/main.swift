@@ -31,6 +31,9 @@ let objects: [(String, [UInt8]?)] =
     } ?? [("", nil)]
 /// QOSMAP_BENCH_CASES: only the configs whose name contains this.
 let only = ProcessInfo.processInfo.environment["QOSMAP_BENCH_CASES"]
+/// QOSMAP_BENCH_ROWS: only the packets whose "IPvN packet" contains this
+/// (e.g. "IPv6 CIDR"), so that a profiler sees one row alone.
+let rowsOnly = ProcessInfo.processInfo.environment["QOSMAP_BENCH_ROWS"]
 
 let head = """
     datapath: ebpf
@@ -133,7 +136,7 @@ do {
             } else if name == "no rules" {
                 cases = [("rewrite", cases[0].1)]
             }
-            for (what, f) in cases {
+            for (what, f) in cases where rowsOnly.map({ "IPv\(v6 ? 6 : 4) \(what)".contains($0) }) ?? true {
                 var ns = [[Double]](repeating: [], count: benches.count)
                 var base: [Double] = []
                 for _ in 0..<rounds {

@@ -125,11 +125,16 @@ struct EBPFFlowProgramTests {
 
     /// A random packet description and its frame variant (0 plain, 1 IPv4
     /// options or an IPv6 hop-by-hop header, 2 a later fragment).
-    static func packet(_ r: inout Random) -> (FlowPacket, Int) {
+    /// `pool`: the addresses to pick from instead (by family).
+    static func packet(_ r: inout Random, pool: [IPAddress]? = nil) -> (FlowPacket, Int) {
         let v6 = r.below(2) == 1
         let proto: UInt8 = r.pick([17, 17, 6, 6, v6 ? 58 : 1, 132, 47])
+        func pick() -> IPAddress {
+            guard let pool else { return address(&r, v6: v6) }
+            return r.pick(pool.filter { $0.isIPv6 == v6 })
+        }
         var p = FlowPacket(
-            protocolNumber: proto, source: address(&r, v6: v6), destination: address(&r, v6: v6),
+            protocolNumber: proto, source: pick(), destination: pick(),
             dscp: UInt8(r.pick([0, 0, 8, 10, 11, 12, 26, 46, r.below(64)])))
         if TransportProtocol.hasPorts(proto) {
             p.sourcePort = UInt16(r.pick([40000, 53, 873, 5060, 30000 + r.below(12000), r.below(65536)]))
@@ -214,13 +219,13 @@ struct EBPFFlowProgramTests {
     /// (and the same random draws as before tagging was added).
     static func compare(
         _ maps: EBPFDatapath.Maps, _ snapshot: PolicySnapshot, _ pipeline: inout PacketPipeline, seed: UInt64,
-        count: Int, tagged: Bool = false
+        count: Int, tagged: Bool = false, pool: [IPAddress]? = nil
     ) throws -> Tally {
         var r = Random(state: seed)
         var t = Tally()
         var seen: [(FlowPacket, Int, Tagging)] = []
         for _ in 0..<count {
-            var (p, variant) = packet(&r)
+            var (p, variant) = packet(&r, pool: pool)
             let tagging = tagged ? r.pick(Tagging.allCases) : Tagging.untagged
             var reply = false
             var requestTagging = tagging
@@ -490,6 +495,80 @@ struct EBPFFlowProgramTests {
         try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
         var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
         let t = try Self.compare(maps, snapshot, &pipeline, seed: 3, count: 3000)
+        #expect(t.mismatches > 0)
+    }
+
+    /// Sparse prefixes, each at the start of a bucket with a gap after it
+    /// (IPv4 /26 every 512 addresses, IPv6 /64 at the start of each fd00:N::/32,
+    /// as operators list them): the index's buckets hold two classes, split
+    /// where the prefix ends (``EBPFFlowLayout/indexTwoClass``). The addresses
+    /// are those around each split (the last before it, the split itself and
+    /// after) and around each prefix's start.
+    static func splitConfig(field: String) -> (String, [IPAddress]) {
+        var rules = ""
+        var pool: [IPAddress] = []
+        for i in 0..<200 {
+            let a4 = 0xC612_0000 + UInt32(i) * 512
+            let v4 = "\(a4 >> 24).\(a4 >> 16 & 0xFF).\(a4 >> 8 & 0xFF).0/26"
+            let h6 = 0xFD00_0000_0000_0000 | UInt64(i) << 32
+            rules +=
+                "    - {name: net\(i), match: {\(field): [\(v4), fd00:\(String(i, radix: 16))::/64]}, set: {class: \(["AF1", "AF2", "AF3", "AF4", "EF"][i % 5])}}\n"
+            for d: UInt32 in [0, 1, 63, 64, 65, 511] { pool.append(IPAddress(ipv4: a4 + d)) }
+            pool.append(IPAddress(ipv4: a4 &- 1))
+            for (h, l) in [
+                (h6, 0), (h6, UInt64.max), (h6 + 1, 0), (h6 + 1, 7), (h6 - 1, .max), (h6 + 0xFFFF, 3),
+            ] {
+                pool.append(IPAddress(ipv6: true, high: h, low: l))
+            }
+        }
+        let head = config[..<config.range(of: "classify:")!.lowerBound]
+        return (head + "classify:\n  rules:\n" + rules, pool)
+    }
+
+    @Test(arguments: ["source", "destination"])
+    func splitBucketsMatchThePipeline(field: String) throws {
+        let (yaml, pool) = Self.splitConfig(field: field)
+        let snapshot = try Self.snapshot(yaml)
+        let (maps, tables) = try Self.load(snapshot)
+        let flows = try #require(tables.flows)
+        let i = field == "source" ? 0 : 1
+        for b in [flows.addresses4[i], flows.addresses6[i]] {
+            #expect(
+                Self.indexEntries(b).filter { $0 >> 12 & 15 == EBPFFlowLayout.indexTwoClass }.count >= 150)
+        }
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 5, count: 4000, pool: pool)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        #expect(t.ruled > 1000)
+    }
+
+    /// The split comparison can fail: with each two-class entry's classes
+    /// swapped, or its split one key later.
+    @Test(arguments: [false, true])
+    func aWrongSplitIsCaught(later: Bool) throws {
+        let (yaml, pool) = Self.splitConfig(field: "destination")
+        let snapshot = try Self.snapshot(yaml)
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        for family in 0..<2 {
+            var b = family == 0 ? flows.addresses4[1] : flows.addresses6[1]
+            // The splits (u64 by bucket) end where the entries start.
+            let splits = b.count - 4 * EBPFFlowLayout.indexEntries - 8 * EBPFFlowLayout.indexBuckets
+            for (i, e) in Self.indexEntries(b).enumerated() where e >> 12 & 15 == EBPFFlowLayout.indexTwoClass
+            {
+                if later {
+                    let at = splits + 8 * i
+                    let k = (0..<8).reduce(UInt64(0)) { $0 | UInt64(b[at + $1]) << UInt64(8 * $1) } + 1
+                    for j in 0..<8 { b[at + j] = UInt8(truncatingIfNeeded: k >> UInt64(8 * j)) }
+                } else {
+                    Self.setIndexEntry(&b, i, (e & 0xFFF) << 16 | (e >> 16) & 0xFFF | e & 0xF000)
+                }
+            }
+            if family == 0 { flows.addresses4[1] = b } else { flows.addresses6[1] = b }
+        }
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 5, count: 2000, pool: pool)
         #expect(t.mismatches > 0)
     }
 
