@@ -191,6 +191,11 @@ struct qm_fconf {
     // into one field's classes (the other field has one class): 1, the
     // source's class is the stage's result; 2, the destination's.
     __u32 skip;
+    // With QM_FUSE in `skip` (stages 1 and 4 the identity, 0 and 5 not):
+    // stages 0 and 5 as one table from here, by (protocol x dport) x
+    // addresses, width[0] and width[5] its dimensions (a dependent load
+    // and multiply fewer on the way to the rule).
+    __u32 fbase;
 };
 
 // The address search's index (EBPFFlowTables.swift, bucketIndex): the
@@ -214,6 +219,7 @@ struct qm_fconf {
 #define QM_IDX_TWO 14
 #define QM_FOLD4 6
 #define QM_FOLD6 8
+#define QM_FUSE (1u << 10)
 
 struct qm_faddr4 {
     __u32 start[QM_MAX_INTERVALS];
@@ -673,10 +679,8 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         d = qm_launder(d) & 0xffff;
     }
     // A rule's chain is stages 0 -> 1 -> 4 -> 5: the identity ones (sport,
-    // arrival with one class) skipped.
+    // arrival with one class) skipped, or 0 and 5 fused (QM_FUSE).
     const __u32 skip = t->c.skip;
-    __u64 po = qm_stage(t, skip, 1, qm_stage(t, skip, 0, p, dp), sp);
-    __u64 ar = qm_stage(t, skip, 3, ingress, t->dscp[f->dscp & 63]);
     // The address stage, unless folded into the varying field's classes
     // (EBPFFlowTables.swift: its classes are then the stage's results).
     const __u32 fold = (skip >> (v6 ? QM_FOLD6 : QM_FOLD4)) & 3;
@@ -700,6 +704,10 @@ static __always_inline __u32 qm_classify(struct qm_fslot *t, __u32 slot, const i
         __u32 dc = t->cross[(t->c.dclass + (m ? *m & 0xfff : 0)) & (QM_CROSS - 1)];
         ad = t->cross[(t->c.dbase + ad * t->c.dwidth + dc) & (QM_CROSS - 1)];
     }
+    if (skip & QM_FUSE)
+        return t->cross[(t->c.fbase + (p * t->c.width[0] + dp) * t->c.width[5] + ad) & (QM_CROSS - 1)];
+    __u64 po = qm_stage(t, skip, 1, qm_stage(t, skip, 0, p, dp), sp);
+    __u64 ar = qm_stage(t, skip, 3, ingress, t->dscp[f->dscp & 63]);
     return qm_stage(t, skip, 5, qm_stage(t, skip, 4, po, ar), ad);
 }
 

@@ -32,6 +32,9 @@ public enum EBPFFlowLayout {
     /// address fold (1: the source's classes are the address stage's
     /// results, 2: the destination's).
     public static let foldShift: (v4: UInt32, v6: UInt32) = (6, 8)
+    /// `QM_FUSE`: the bit of `qm_fconf.skip` that says stages 0 and 5 are
+    /// one table at `fbase` (``EBPFFlowTables/fused(_:)``).
+    public static let fuseBit: UInt32 = 10
 }
 
 /// The address search's index (`QM_IDX_ENTRY` in `Bpf/qosmap.bpf.c`) over
@@ -179,11 +182,14 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     /// as the stage's result without reading the table. Then, at
     /// ``EBPFFlowLayout/foldShift``, each family's address fold (``EBPFFlowTables/fold(_:_:_:)``).
     var skip: UInt32 = 0
+    /// With ``EBPFFlowLayout/fuseBit``: where the fused stages 0 and 5 start
+    /// in the cross tables.
+    var fbase: UInt32 = 0
 
     static func == (a: Self, b: Self) -> Bool {
         a.track == b.track && a.epoch == b.epoch && a.n == b.n && a.base == b.base && a.width == b.width
             && a.addr0 == b.addr0 && a.dns == b.dns && a.dbase == b.dbase && a.dwidth == b.dwidth
-            && a.dclass == b.dclass && a.skip == b.skip
+            && a.dclass == b.dclass && a.skip == b.skip && a.fbase == b.fbase
     }
 }
 
@@ -329,6 +335,11 @@ struct EBPFFlowTables: Sendable {
             config.dclass = UInt32(all.count)
             all += c.dnsClass
         }
+        if let f = Self.fused(c.crossTables), all.count + f.count <= EBPFFlowLayout.crossEntries {
+            config.fbase = UInt32(all.count)
+            config.skip |= 1 << EBPFFlowLayout.fuseBit
+            all += f
+        }
         all += [UInt16](repeating: 0, count: EBPFFlowLayout.crossEntries - all.count)
         let classes =
             c.protocolClass + c.dscpClass + c.sourcePortClass + c.destinationPortClass + all
@@ -359,6 +370,21 @@ struct EBPFFlowTables: Sendable {
         for r in rules.prefix(EBPFFlowLayout.maxRules) { b += r.bytes }
         b += [UInt8](repeating: 0, count: EBPFLayoutSizes.fslot - b.count)
         return b
+    }
+
+    /// Stages 0 and 5 as one table, by (protocol class × destination-port
+    /// class) row and address class column: stage 5 of stage 0's result.
+    /// Only where stages 1 (source ports) and 4 (arrival) are identities, so
+    /// that stage 0's result is stage 5's row, and neither 0 nor 5 is (else
+    /// the chain has one table already): the program then reads one table
+    /// where it read two in a row.
+    static func fused(_ t: [CrossTable]) -> [UInt16]? {
+        guard t.count == 6, t[1].isRowIdentity, t[4].isRowIdentity, !t[0].isRowIdentity, !t[5].isRowIdentity
+        else { return nil }
+        var f: [UInt16] = []
+        f.reserveCapacity(t[0].table.count * t[5].width)
+        for x in t[0].table { f += t[5].table[Int(x) * t[5].width..<(Int(x) + 1) * t[5].width] }
+        return f
     }
 
     /// One family's source and destination intervals with the address stage

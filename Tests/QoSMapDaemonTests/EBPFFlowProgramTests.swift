@@ -668,6 +668,37 @@ struct EBPFFlowProgramTests {
         #expect(benchSkip == 0b10_1011_1110, "\(String(benchSkip, radix: 2))")
     }
 
+    /// Port rules, then packed destination prefixes (as qosmap-bench-ebpf's
+    /// 1,000 CIDR + 100 port rules): no source-port, ingress or DSCP class,
+    /// so stages 0 and 5 are one table (``EBPFFlowLayout/fuseBit``).
+    static func fusedConfig() -> String {
+        let packed = packedConfig(seed: 7, field: "destination")
+        return portConfig + "\n" + packed[packed.range(of: "  rules:\n")!.upperBound...]
+    }
+
+    @Test func fusedStagesMatchThePipeline() throws {
+        let snapshot = try Self.snapshot(Self.fusedConfig())
+        let (maps, tables) = try Self.load(snapshot)
+        let flows = try #require(tables.flows)
+        #expect(flows.config.skip >> EBPFFlowLayout.fuseBit & 1 == 1 && flows.config.skip & 0b10_0001 == 0)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0xF05E, count: 6000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        #expect(t.ruled > 1000)
+    }
+
+    /// The fused comparison can fail: with the fused table read one entry on.
+    @Test func aWrongFusionIsCaught() throws {
+        let snapshot = try Self.snapshot(Self.fusedConfig())
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        flows.config.fbase += 1
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0xF05E, count: 2000)
+        #expect(t.mismatches > 0)
+    }
+
     /// Port rules, the identity stages skipped, against the pipeline.
     @Test func portRulesMatchThePipeline() throws {
         let snapshot = try Self.snapshot(Self.portConfig)

@@ -128,7 +128,7 @@ func embeddedObjectMatchesTheLayout() throws {
     #expect(try maps.table.lookup(UInt32(5), as: EBPFEntry.self) == e)
     #expect(try maps.counters.perCPUCounters(0).count == BPFMap.possibleCPUs)
     // The flow-rule maps (EBPFFlowTables.swift mirrors their C structs).
-    #expect(MemoryLayout<EBPFFlowConfig>.size == 100)
+    #expect(MemoryLayout<EBPFFlowConfig>.size == 104)
     // dns: rules' learned masks: room for classify.dns.max-addresses at its limit.
     #expect(maps.fdns4.valueSize == 4 && maps.fdns6.valueSize == 4)
     #expect(maps.fdns4.maxEntries >= DNSLearningSettings.maxAddressesLimit)
