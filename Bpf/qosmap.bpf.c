@@ -555,22 +555,33 @@ static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u
 // two are read at constant offsets, each on its own path (qm_wide stops
 // clang from merging them into one variable offset): a variable offset
 // that is a different range on another path is refused without
-// CAP_PERFMON ("pointer arithmetic with it prohibited for !root"). A
-// two-class entry comes out as the one-class entry of a's side of the split.
-#define QM_IDX_ENTRY(t, a)                                              \
+// CAP_PERFMON ("pointer arithmetic with it prohibited for !root"). `b`:
+// the bucket (QM_IDX or more outside the window), for a two-class entry's
+// split (QM_IDX_CLASS).
+#define QM_IDX_ENTRY(t, a, b)                                           \
     ({                                                                  \
-        __u64 b_ = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);     \
+        b = ((__u64)(a) - (t)->ibase) >> ((t)->ishift & 63);            \
         __u64 e_;                                                       \
-        if (b_ < QM_IDX) {                                              \
-            e_ = (t)->idx[b_];                                          \
-            if (((e_ >> 12) & 15) == QM_IDX_TWO)                        \
-                e_ = ((__u64)(a) < (t)->isplit[b_] ? e_ >> 16 : e_ & 0xfff) << 16 | QM_IDX_ONE << 12; \
-        } else if ((__u64)(a) < (t)->ibase)                             \
+        if (b < QM_IDX)                                                 \
+            e_ = (t)->idx[b];                                           \
+        else if ((__u64)(a) < (t)->ibase)                               \
             e_ = qm_wide((t)->idx[QM_IDX]);                             \
         else                                                            \
             e_ = qm_wide((t)->idx[QM_IDX + 1]);                         \
         (__u32)e_;                                                      \
     })
+
+// The class in entry `e` of bucket `b` for key `a`, returned from the
+// caller, where the entry holds it (one class, or two and the split).
+// Two-class entries are in the window only (b below QM_IDX; masked for the
+// verifier).
+#define QM_IDX_CLASS(t, a, b, e)                                                          \
+    do {                                                                                  \
+        __u32 st_ = ((e) >> 12) & 15;                                                     \
+        if (st_ == QM_IDX_ONE) return qm_wide((e) >> 16);                                 \
+        if (st_ == QM_IDX_TWO)                                                            \
+            return qm_wide((__u64)(a) < (t)->isplit[(b) & (QM_IDX - 1)] ? (e) >> 16 : (e) & 0xfff); \
+    } while (0)
 
 // One step of the search (written out: clang does not unroll a loop with
 // an early exit), then QM_STEPS: at most 12, none once `step` is 0.
@@ -596,8 +607,9 @@ static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u
 // within them). Each step halves; the loop ends early when none is left.
 static __always_inline __u64 qm_addr4(struct qm_fslot *s, const int field, __u32 a) {
     struct qm_faddr4 *t = &s->a4[field];
-    __u32 e = QM_IDX_ENTRY(t, a);
-    if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
+    __u64 b;
+    __u32 e = QM_IDX_ENTRY(t, a, b);
+    QM_IDX_CLASS(t, a, b, e);
     __u32 lo = e & (QM_MAX_INTERVALS - 1);
     // 64 bits wide (qm_wide): spilled with a 64-bit store.
     __u64 step = qm_wide((1u << ((e >> 12) & 15)) >> 1);
@@ -638,8 +650,9 @@ __noinline int qm_addr6_full(__u32 slot, __u32 field, __u64 ah, __u64 al) {
 static __always_inline __u64 qm_addr6_hi(struct qm_fslot *s, __u32 slot, const int field, const __u32 *w) {
     struct qm_faddr6 *t = &s->a6[field];
     __u64 ah = (__u64)w[0] << 32 | w[1], al = (__u64)w[2] << 32 | w[3];
-    __u32 e = QM_IDX_ENTRY(t, ah);
-    if (((e >> 12) & 15) == QM_IDX_ONE) return qm_wide(e >> 16);
+    __u64 b;
+    __u32 e = QM_IDX_ENTRY(t, ah, b);
+    QM_IDX_CLASS(t, ah, b, e);
     __u32 lo = e & (QM_MAX_INTERVALS - 1);
     // 64 bits wide (qm_wide): spilled with a 64-bit store.
     __u64 step = qm_wide((1u << ((e >> 12) & 15)) >> 1);
