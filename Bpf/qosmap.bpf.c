@@ -575,11 +575,11 @@ static __always_inline __u64 qm_stage(struct qm_fslot *t, __u32 skip, int k, __u
 // caller, where the entry holds it (one class, or two and the split).
 // Two-class entries are in the window only (b below QM_IDX; masked for the
 // verifier).
-#define QM_IDX_CLASS(t, a, b, e)                                                          \
-    do {                                                                                  \
-        __u32 st_ = ((e) >> 12) & 15;                                                     \
-        if (st_ == QM_IDX_ONE) return qm_wide((e) >> 16);                                 \
-        if (st_ == QM_IDX_TWO)                                                            \
+#define QM_IDX_CLASS(t, a, b, e)                                                                    \
+    do {                                                                                            \
+        __u32 st_ = ((e) >> 12) & 15;                                                               \
+        if (st_ == QM_IDX_ONE) return qm_wide((e) >> 16);                                           \
+        if (st_ == QM_IDX_TWO)                                                                      \
             return qm_wide((__u64)(a) < (t)->isplit[(b) & (QM_IDX - 1)] ? (e) >> 16 : (e) & 0xfff); \
     } while (0)
 

@@ -46,8 +46,8 @@ public enum EBPFFlowLayout {
 /// 12-15). Where every address of the bucket has one class (no interval
 /// starts inside it), the steps are ``EBPFFlowLayout/indexOneClass`` and
 /// bits 16-31 hold that class: the program then neither searches nor waits
-/// for a second load. Where one start lies inside it (a prefix's end, as
-/// IPv6 prefixes at the start of their /48 leave), the steps are
+/// for a second load. Where one start lies inside it (a prefix's end: a /64
+/// at the start of its bucket, say), the steps are
 /// ``EBPFFlowLayout/indexTwoClass``: the class below it in bits 16-31, the
 /// class from it in bits 0-11, its key in `splits` (a load beside the
 /// entry's, not after it). The window is the one of least worst, then
