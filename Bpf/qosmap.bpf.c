@@ -80,6 +80,10 @@ struct qm_policy {
 // Not static: clang may not assume its value (the daemon writes it).
 __u32 qm_gen SEC(".data.qm_gen") = 0;
 
+// A global the daemon writes, read once where it stands (one load, not kept
+// from an earlier read): the kernel's READ_ONCE.
+#define QM_READ(x) (*(volatile __typeof__(x) *)&(x))
+
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, QM_IFINDEX_ARRAY);
@@ -1186,9 +1190,9 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
             if (r) index = index - dscp + QM_RULE_BASE + (r >> 16);  // qm_rule: a cell below QM_CELLS
         }
     }
-    const __u32 carry_mask = *(volatile __u32 *)&qm_config.carry_mask;
+    const __u32 carry_mask = QM_READ(qm_config.carry_mask);
     if (carry_mask) {
-        __u32 carried = (skb->mark & carry_mask) >> (*(volatile __u32 *)&qm_config.carry_shift & 31);
+        __u32 carried = (skb->mark & carry_mask) >> (QM_READ(qm_config.carry_shift) & 31);
         if (carried & QM_CARRIED) {
             if (!r) index = index - dscp + QM_PCP_BASE + (carried & 0xf);
             skb->mark &= ~carry_mask;
@@ -1255,7 +1259,7 @@ int qosmap_egress(struct __sk_buff *skb) {
     // A tag the driver did not take into skb->vlan_tci is in the data; at
     // most two (QinQ). skb->protocol is then the outer tag's TPID.
     // The generation read once here (mark_ip's copies take it).
-    __u32 g = *(volatile __u32 *)&qm_gen;
+    __u32 g = QM_READ(qm_gen);
     if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
         // Flow behaviour: the copy that calls the rules and the behaviour
         // step (qm_step4/6). The behaviour step keeps the fields live until
@@ -1283,7 +1287,7 @@ int qosmap_egress(struct __sk_buff *skb) {
 // always does before tc ingress, unless a driver left it), else in the data.
 SEC("tc")
 int qosmap_ingress(struct __sk_buff *skb) {
-    const __u32 carry_mask = *(volatile __u32 *)&qm_config.carry_mask;
+    const __u32 carry_mask = QM_READ(qm_config.carry_mask);
     if (!carry_mask) return TC_ACT_OK;
     __u32 tci, s_tag;
     if (skb->vlan_present) {
@@ -1304,7 +1308,7 @@ int qosmap_ingress(struct __sk_buff *skb) {
     }
     // Only an S-tag's DEI marks drop eligibility (a C-tag's bit is the old CFI).
     __u32 carried = QM_CARRIED | ((tci >> 13) & 7) << 1 | (s_tag ? (tci >> 12) & 1 : 0);
-    __u32 shift = *(volatile __u32 *)&qm_config.carry_shift & 31;
+    __u32 shift = QM_READ(qm_config.carry_shift) & 31;
     skb->mark = (skb->mark & ~carry_mask) | ((carried << shift) & carry_mask);
     return TC_ACT_OK;
 }

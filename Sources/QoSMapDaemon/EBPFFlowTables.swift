@@ -133,10 +133,9 @@ struct EBPFAddressIndex: Equatable {
                 total += s
             }
             let end = base &+ (span << UInt64(k))
-            let below = base == 0 ? (UInt32(0), 0, UInt64(0)) : entry(0, last(base - 1), low: 0)
-            let above =
-                shift + k >= width || end > top
-                ? (UInt32(0), 0, UInt64(0)) : entry(last(end), last(top), low: end)
+            let none = (UInt32(0), 0, UInt64(0))  // no keys there
+            let below = base == 0 ? none : entry(0, last(base - 1), low: 0)
+            let above = shift + k >= width || end > top ? none : entry(last(end), last(top), low: end)
             e[EBPFFlowLayout.indexBuckets] = below.0
             e[EBPFFlowLayout.indexBuckets + 1] = above.0
             worst = max(worst, below.1, above.1)
