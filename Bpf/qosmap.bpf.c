@@ -224,6 +224,13 @@ struct qm_fconf {
 #define QM_FOLD4 6
 #define QM_FOLD6 8
 #define QM_FUSE (1u << 10)
+// QM_RCELL in `skip`: the final stage's results are rule + 1 (bits 0-10)
+// with the rule's cell above it (bits 11-15), the same for every ingress
+// policy, and every rule keeps its connection or none does (`track`): the
+// rule's byte is then not read on the way to the entry (a dependent load
+// fewer). EBPFFlowTables.cellCarried says when.
+#define QM_RCELL (1u << 11)
+#define QM_RCELL_SHIFT 11
 
 struct qm_faddr4 {
     __u32 start[QM_MAX_INTERVALS];
@@ -823,8 +830,19 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
     struct qm_fslot *t = bpf_map_lookup_elem(&qm_fslot, &slot);
     if (!t) return 0;
     __u32 r = qm_classify(t, slot, v6, f, ingress);
-    // The rule's byte for this ingress policy: its cell | QM_R_CONN.
-    __u32 rb = r ? QM_RULE_BYTE(t, r, in) : 0;
+    // The rule's byte for this ingress policy: its cell | QM_R_CONN. With
+    // QM_RCELL the cell came with r, and QM_R_CONN stands for `track`.
+    __u32 rb;
+    if (t->c.skip & QM_RCELL) {
+        rb = r >> QM_RCELL_SHIFT | QM_R_CONN;
+        r &= (1u << QM_RCELL_SHIFT) - 1;
+    } else {
+        rb = r ? QM_RULE_BYTE(t, r, in) : 0;
+    }
+    // The same ranges on both ways: the verifier's states where they join
+    // look alike and prune.
+    r = qm_launder(r) & 0xffff;
+    rb = qm_launder(rb) & 0xff;
     // The connection table only when a rule keeps its connection and the
     // matched rule (if any) does (not `connection: false`).
     if (t->c.track && (!r || (rb & QM_R_CONN))) {

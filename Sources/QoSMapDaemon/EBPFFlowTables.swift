@@ -35,6 +35,13 @@ public enum EBPFFlowLayout {
     /// `QM_FUSE`: the bit of `qm_fconf.skip` that says stages 0 and 5 are
     /// one table at `fbase` (``EBPFFlowTables/fused(_:)``).
     public static let fuseBit: UInt32 = 10
+    /// `QM_RCELL`: the bit of `qm_fconf.skip` that says the final stage's
+    /// results carry the rule's cell in bits ``cellShift``-15 above rule + 1
+    /// (``EBPFFlowTables/cellCarried(_:)``): the program then does not wait
+    /// for the rule's byte.
+    public static let cellBit: UInt32 = 11
+    /// `QM_RCELL_SHIFT`: where a carried cell starts (rule + 1 below it).
+    public static let cellShift: UInt32 = 11
 }
 
 /// The address search's index (`QM_IDX_ENTRY` in `Bpf/qosmap.bpf.c`) over
@@ -339,10 +346,6 @@ struct EBPFFlowTables: Sendable {
             config.skip |= 1 << EBPFFlowLayout.fuseBit
             all += f
         }
-        all += [UInt16](repeating: 0, count: EBPFFlowLayout.crossEntries - all.count)
-        let classes =
-            c.protocolClass + c.dscpClass + c.sourcePortClass + c.destinationPortClass + all
-        body = classes.withUnsafeBytes { Array($0) }
         config.track = flows.connections == nil ? 0 : 1
         rules = flows.rules.map { rule in
             var r = EBPFRule()
@@ -352,6 +355,33 @@ struct EBPFFlowTables: Sendable {
             }
             return r
         }
+        var protocolClass = c.protocolClass
+        if let cells = Self.cellCarried(
+            rules, ingress: min(ins.count, EBPFLayout.maxIngress), track: config.track)
+        {
+            // The final stage's results (the last stage the program reads:
+            // the fused table, else 5, 4, 1, 0, else the protocol's classes)
+            // with each rule's cell above rule + 1.
+            func carry(_ v: UInt16) -> UInt16 {
+                v == 0 || Int(v) > cells.count ? v : v | UInt16(cells[Int(v) - 1]) << EBPFFlowLayout.cellShift
+            }
+            let skip = config.skip
+            let final = [5, 4, 1, 0].first { skip >> UInt32($0) & 1 == 0 }
+            let range: Range<Int>? =
+                skip >> EBPFFlowLayout.fuseBit & 1 == 1
+                ? Int(config.fbase)..<all.count
+                : final.map { Int(bases[$0])..<Int(bases[$0]) + c.crossTables[$0].table.count }
+            if let range {
+                for i in range { all[i] = carry(all[i]) }
+            } else {
+                protocolClass = protocolClass.map(carry)
+            }
+            config.skip |= 1 << EBPFFlowLayout.cellBit
+        }
+        all += [UInt16](repeating: 0, count: EBPFFlowLayout.crossEntries - all.count)
+        let classes =
+            protocolClass + c.dscpClass + c.sourcePortClass + c.destinationPortClass + all
+        body = classes.withUnsafeBytes { Array($0) }
         names = flows.rules.map(\.name)
         ingressClass = c.ingressClass
     }
@@ -369,6 +399,27 @@ struct EBPFFlowTables: Sendable {
         for r in rules.prefix(EBPFFlowLayout.maxRules) { b += r.bytes }
         b += [UInt8](repeating: 0, count: EBPFLayoutSizes.fslot - b.count)
         return b
+    }
+
+    /// Each rule's cell, where the final stage's results can carry it
+    /// (``EBPFFlowLayout/cellBit``): rule + 1 fits below
+    /// ``EBPFFlowLayout/cellShift``, the cell is the same for every ingress
+    /// policy (no `dscp:` action that the ingress domains classify apart),
+    /// and whether a matched packet's connection is recorded is the same
+    /// for every rule (`track` then says it). Else nil: the program reads the
+    /// rule's byte (`qm_fslot.rule`) as before.
+    static func cellCarried(_ rules: [EBPFRule], ingress n: Int, track: UInt32) -> [UInt8]? {
+        guard rules.count < 1 << EBPFFlowLayout.cellShift, n > 0 else { return nil }
+        var cells: [UInt8] = []
+        cells.reserveCapacity(rules.count)
+        for r in rules {
+            let cell = r.cell[0]
+            guard r.cell[1..<n].allSatisfy({ $0 == cell }), r.connection == (track != 0),
+                cell < 1 << (16 - EBPFFlowLayout.cellShift)
+            else { return nil }
+            cells.append(cell)
+        }
+        return cells
     }
 
     /// Stages 0 and 5 as one table, by (protocol class × destination-port

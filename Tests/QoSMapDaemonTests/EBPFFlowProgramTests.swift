@@ -618,6 +618,48 @@ struct EBPFFlowProgramTests {
         #expect(t.mismatches > 0)
     }
 
+    /// Port rules that record no connection: the cells are carried with
+    /// `track` 0.
+    static let unconnectedConfig: String = {
+        portConfig.split(separator: "\n", omittingEmptySubsequences: false).map {
+            $0.contains("- {name:") ? $0.dropLast() + ", connection: false}" : $0
+        }.joined(separator: "\n")
+    }()
+
+    /// The final stage carries the rule's cell (``EBPFFlowLayout/cellBit``)
+    /// where every rule has one cell for all ingress policies and every rule
+    /// keeps its connection or none does; the program reads it from there
+    /// and agrees with the pipeline. Self.config mixes `connection: false`
+    /// and `dscp:` actions that the ingress domains classify apart: not carried.
+    @Test(arguments: [0, 1, 2, 3])
+    func carriedCellsMatchThePipeline(which: Int) throws {
+        let yaml = [Self.portConfig, Self.fusedConfig(), Self.unconnectedConfig, Self.config][which]
+        let snapshot = try Self.snapshot(yaml)
+        let (maps, tables) = try Self.load(snapshot)
+        let flows = try #require(tables.flows)
+        #expect(flows.config.skip >> EBPFFlowLayout.cellBit & 1 == (which == 3 ? 0 : 1))
+        #expect(flows.config.track == (which == 2 ? 0 : 1))
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0xCE11 + UInt64(which), count: 4000)
+        #expect(t.mismatches == 0, "\(t.mismatches) of \(t.checked); first: \(t.first ?? "")")
+        // Fewer without connections: replies are then classified by trust.
+        #expect(t.ruled > 800)
+    }
+
+    /// The comparison can fail: carried cells read as a rule's byte (the
+    /// bit cleared), and a rule's byte read as carried (the bit set).
+    @Test(arguments: [true, false])
+    func aWrongCellBitIsCaught(carried: Bool) throws {
+        let snapshot = try Self.snapshot(carried ? Self.fusedConfig() : Self.config)
+        let (maps, tables) = try Self.load(snapshot)
+        var flows = try #require(tables.flows)
+        flows.config.skip ^= 1 << EBPFFlowLayout.cellBit
+        try EBPFDatapath.writeFlows(flows, slot: 0, epoch: 1, maps)
+        var pipeline = PacketPipeline(interfaceName: { Self.interfaces[$0] })
+        let t = try Self.compare(maps, snapshot, &pipeline, seed: 0xCE11, count: 2000)
+        #expect(t.mismatches > 0)
+    }
+
     /// Port rules only (protocol and destination port): the ports stage (no
     /// source-port class) and the ports × arrival stage (no ingress or DSCP
     /// class) are identities, and so are the constant address and arrival stages.
@@ -663,9 +705,10 @@ struct EBPFFlowProgramTests {
             "    - {name: port\($0), match: {protocol: udp, destination-port: \(10000 + $0 * 7)}, set: {class: EF}}\n"
         }
         // No address in the rules: both families' address stage folded into
-        // the destination's one class (QM_FOLD4, QM_FOLD6: 2).
+        // the destination's one class (QM_FOLD4, QM_FOLD6: 2); every rule
+        // keeps its connection and has one cell: carried (QM_RCELL).
         let benchSkip = try Self.flowTables(head + "classify:\n  rules:\n" + bench.joined()).0.config.skip
-        #expect(benchSkip == 0b10_1011_1110, "\(String(benchSkip, radix: 2))")
+        #expect(benchSkip == 0b1010_1011_1110, "\(String(benchSkip, radix: 2))")
     }
 
     /// Port rules, then packed destination prefixes (as qosmap-bench-ebpf's
