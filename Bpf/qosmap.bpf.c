@@ -194,6 +194,7 @@ struct qm_fconf {
     // QM_FOLD4/QM_FOLD6 (2 bits each): the family's address stage folded
     // into one field's classes (the other field has one class): 1, the
     // source's class is the stage's result; 2, the destination's.
+    // QM_FUSE, QM_RCELL: below.
     __u32 skip;
     // With QM_FUSE in `skip` (stages 1 and 4 the identity, 0 and 5 not):
     // stages 0 and 5 as one table from here, by (protocol x dport) x

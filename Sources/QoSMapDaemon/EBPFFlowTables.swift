@@ -186,7 +186,8 @@ struct EBPFFlowConfig: BitwiseCopyable, Equatable {
     /// Bit k: cross table k is the identity in its row input
     /// (``CrossTable/isRowIdentity``); the program then takes the row class
     /// as the stage's result without reading the table. Then, at
-    /// ``EBPFFlowLayout/foldShift``, each family's address fold (``EBPFFlowTables/fold(_:_:_:)``).
+    /// ``EBPFFlowLayout/foldShift``, each family's address fold (``EBPFFlowTables/fold(_:_:_:)``),
+    /// and the bits ``EBPFFlowLayout/fuseBit`` and ``EBPFFlowLayout/cellBit``.
     var skip: UInt32 = 0
     /// With ``EBPFFlowLayout/fuseBit``: where the fused stages 0 and 5 start
     /// in the cross tables.
