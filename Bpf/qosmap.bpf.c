@@ -1258,11 +1258,19 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
     }
     if (e->flags & QM_F_MARK) skb->mark = (skb->mark & ~e->mark_mask) | e->mark_value;
     if (e->flags & QM_F_PRIORITY) skb->priority = e->priority;
-    // A compare, not `% QM_CELLS` (a multiply, shift, multiply and subtract
-    // between the entry and the counter's lookup, on every packet's chain).
-    // The daemon writes cells below QM_CELLS; the guard keeps a bad one in the map.
-    __u32 cell = e->cell;
-    if (cell >= QM_CELLS) cell = 0;
+    // A rule's cell is its entry's (EBPFTables writes the entry at
+    // QM_RULE_BASE + cell with that cell): taken from r, the counter does
+    // not wait for the entry's load. Else a compare, not `% QM_CELLS` (a
+    // multiply, shift, multiply and subtract between the entry and the
+    // counter's lookup, on every packet's chain). The daemon writes cells
+    // below QM_CELLS; the guard keeps a bad one in the map.
+    __u32 cell;
+    if (r) {
+        cell = r >> 16;  // qm_rule: below QM_CELLS
+    } else {
+        cell = e->cell;
+        if (cell >= QM_CELLS) cell = 0;
+    }
     count(cell * QM_OUTCOMES + outcome);
     return TC_ACT_OK;
 }

@@ -295,6 +295,16 @@ struct EBPFFlowProgramTests {
         #expect(counts.map(\.packets) == pipeline.counts.rulePackets, "packets by rule \(names)")
         #expect(counts.map(\.bytes) == pipeline.counts.ruleBytes)
         #expect(counts.allSatisfy { $0.packets > 0 }, "\(counts.map(\.packets))")
+        // The packets by class × color cell and outcome (qm_counters; a rule's
+        // cell taken from the rule, not the entry) as the pipeline counts them.
+        for cell in 0..<24 {
+            for outcome in [PacketOutcome.rewritten, .unchanged] {
+                let key = UInt32(cell * EBPFLayout.outcomesPerCell + outcome.rawValue)
+                let program = try maps.counters.perCPUCounters(key).reduce(0, &+)
+                let expected = pipeline.counts.byTreatment[cell * PacketOutcome.caseCount + outcome.rawValue]
+                #expect(program == UInt64(expected), "cell \(cell) \(outcome)")
+            }
+        }
         return t
     }
 
