@@ -37,7 +37,7 @@ public enum EBPFFlowLayout {
     public static let fuseBit: UInt32 = 10
     /// `QM_RCELL`: the bit of `qm_fconf.skip` that says the final stage's
     /// results carry the rule's cell in bits ``cellShift``-15 above rule + 1
-    /// (``EBPFFlowTables/cellCarried(_:)``): the program then does not wait
+    /// (``EBPFFlowTables/cellCarried(_:ingress:track:)``): the program then does not wait
     /// for the rule's byte.
     public static let cellBit: UInt32 = 11
     /// `QM_RCELL_SHIFT`: where a carried cell starts (rule + 1 below it).
