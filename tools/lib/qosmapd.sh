@@ -13,6 +13,8 @@
 #   QOSMAPD_METRIC_WAIT (default 0.3)  seconds `metric` waits before it reads
 #   PY  the python3 that runs HELPER (tools/e2e/qosmapd_traffic.py)
 
+source tools/lib/build.sh
+
 DPID=""
 passed=0; failed=0
 pass() { passed=$((passed + 1)); echo "  ok: $*"; }
@@ -22,10 +24,7 @@ e2e_summary() { echo "$1: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; 
 
 qosmapd_prepare() {
   [ "$(id -u)" -eq 0 ] || { echo "$1: needs root"; exit 1; }
-  tools/deps >/dev/null
-  swift build --product qosmapd >/dev/null 2>&1 && swift build --product qosmap >/dev/null 2>&1 \
-    || { echo "$1: build failed"; exit 1; }
-  BIN=$(swift build --show-bin-path)
+  e2e_build "$1"
   HELPER=$PWD/tools/e2e/qosmapd_traffic.py
   WORK=$(mktemp -d "$2")
   chmod 755 "$WORK"
