@@ -65,6 +65,22 @@ public final class PacketSocket: Sendable {
 
     deinit { close(fileDescriptor) }
 
+    /// Whether this process may open packet sockets at all: opens
+    /// `socket(AF_PACKET, SOCK_DGRAM|SOCK_CLOEXEC, 0)` (protocol 0 and no
+    /// bind: it reads nothing) and closes it. Throws the `.open` error a
+    /// ``init(interfaceIndex:filter:)`` would throw for every interface
+    /// (`EPERM` without `CAP_NET_RAW`, `EAFNOSUPPORT` where a seccomp filter
+    /// such as systemd's `RestrictAddressFamilies=` refuses `AF_PACKET`), so
+    /// a daemon can refuse to start rather than retry what cannot succeed.
+    public static func checkAvailable() throws(PacketSocketError) {
+        do throws(Errno) {
+            let s = try retryingOnInterrupt {
+                socket(AF_PACKET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            }
+            close(s)
+        } catch { throw PacketSocketError(operation: .open, errno: error) }
+    }
+
     /// Reads one packet into `buffer` (`recvfrom` with `MSG_TRUNC`); nil
     /// when none is waiting (`EAGAIN`). Throws `ENETDOWN` and the like when the
     /// interface went down or away.

@@ -12,8 +12,10 @@ import Synchronization
 /// interface, filtered in the kernel to UDP/TCP port 53) on one thread, and
 /// calls `onReply` for every reply that answers a query seen on the same
 /// interface (``DNSSnooper``). An interface that does not exist yet, or goes
-/// away, is retried every second and logged, never fatal. Graceful shutdown
-/// or cancellation stops the thread, which closes the sockets.
+/// away, is retried every second and logged, never fatal. A process that may
+/// not open packet sockets at all cannot snoop: qosmapd checks that at start
+/// (``startupProblem()``) and refuses to start. Graceful shutdown or
+/// cancellation stops the thread, which closes the sockets.
 public final class DNSSnoopService: Service, Sendable {
     let logger: Logger
     let limits: DNSSnoopLimits
@@ -187,6 +189,7 @@ public final class DNSSnoopService: Service, Sendable {
         }
         for name in names where !sockets.contains(where: { $0.interface.name == name }) {
             let failure: String
+            var permanent: String? = nil
             if let index = PacketSocket.interfaceIndex(name) {
                 do {
                     let socket = try PacketSocket(interfaceIndex: index, filter: .dnsPort53)
@@ -199,16 +202,72 @@ public final class DNSSnoopService: Service, Sendable {
                     continue
                 } catch {
                     failure = "\(error)"
+                    if case .permanent(let why) = Self.classify(error) { permanent = why }
                 }
             } else {
                 failure = "no such interface"
             }
-            if failures[name] != failure {
-                failures[name] = failure
+            guard failures[name] != failure else { continue }
+            failures[name] = failure
+            if let permanent {
+                // Checked at start (startupProblem), so only a process that
+                // lost the right since gets here; retrying cannot help, and
+                // saying it would is what hid this under systemd.
+                logger.error("\(permanent)", metadata: ["interface": "\(name)"])
+            } else {
                 logger.warning(
                     "DNS snooping: cannot open the interface; retrying every second",
                     metadata: ["interface": "\(name)", "error": "\(failure)"])
             }
+        }
+    }
+}
+
+/// What a failed attempt to open a snooping socket means.
+public enum DNSSnoopOpenFailure: Sendable, Equatable {
+    /// May pass later: the interface does not exist yet or went away
+    /// (`ENODEV`, `ENXIO`, `ENETDOWN`), or memory or descriptors are short.
+    /// Retried every second.
+    case transient
+    /// Cannot pass while the process runs: it may not open packet sockets at
+    /// all. The text is one line naming what to grant.
+    case permanent(String)
+}
+
+extension DNSSnoopService {
+    /// Sorts an error of ``PacketSocket``: only `socket(AF_PACKET)` refused
+    /// to the process is permanent (`EPERM` or `EACCES`: no `CAP_NET_RAW`;
+    /// `EAFNOSUPPORT`: a seccomp filter such as systemd's
+    /// `RestrictAddressFamilies=` without `AF_PACKET`, or no `CONFIG_PACKET`).
+    /// Every other error names one interface or a passing shortage.
+    public static func classify(_ error: PacketSocketError) -> DNSSnoopOpenFailure {
+        guard error.operation == .open else { return .transient }
+        let what = "DNS snooping (classify.dns.snoop) cannot open AF_PACKET sockets: \(error.errno)"
+        switch error.errno.rawValue {
+        case EPERM, EACCES:
+            return .permanent(
+                "\(what); grant qosmapd CAP_NET_RAW (qosmapd.service: AmbientCapabilities= and CapabilityBoundingSet=)"
+            )
+        case EAFNOSUPPORT:
+            return .permanent(
+                "\(what); allow AF_PACKET (qosmapd.service: RestrictAddressFamilies=), or use a kernel with CONFIG_PACKET"
+            )
+        default:
+            return .transient
+        }
+    }
+
+    /// The one-line reason this process can never snoop, or nil if it may
+    /// open packet sockets (``PacketSocket/checkAvailable()``). qosmapd asks
+    /// at start when the config snoops, and exits rather than start a
+    /// service whose `dns:` rules could never match.
+    public static func startupProblem() -> String? {
+        do {
+            try PacketSocket.checkAvailable()
+            return nil
+        } catch {
+            if case .permanent(let why) = classify(error) { return why }
+            return nil  // a shortage: the snooping thread retries
         }
     }
 }

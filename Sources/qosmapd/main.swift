@@ -90,6 +90,14 @@ struct QoSMapD: AsyncParsableCommand {
             print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
+        // Before anything is attached or bound: a daemon that may never open
+        // AF_PACKET sockets (a systemd unit without CAP_NET_RAW or without
+        // AF_PACKET in RestrictAddressFamilies=) would start with dns: rules
+        // that never match. Exit 77 (EX_NOPERM), which the unit does not restart.
+        if !snapshot.config.classify.dns.snoop.isEmpty, let problem = DNSSnoopService.startupProblem() {
+            writeStandardError("qosmapd: error: \(problem)\n")
+            throw ExitCode(77)
+        }
         // Always built, so that a reload can enable, move or disable it; with
         // port 0 it only waits for shutdown.
         let server = MetricsServer(registry: registry, port: snapshot.config.metricsPort, logger: logger)
