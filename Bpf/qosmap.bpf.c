@@ -430,6 +430,11 @@ static __always_inline int qm_parse(struct __sk_buff *skb, __u32 off, int v6, st
         f->dscp = (__u8)((b[0] << 4) | (b[1] >> 4)) >> 2;
         __u8 next = b[6];
         __u32 o = 40;
+        // Unrolled: clang lays this loop out with the step that advances `o`
+        // falling through into the test, and 6.1's verifier refuses a loop
+        // whose back-edge is a fall-through ("back-edge from insn"), with or
+        // without CAP_BPF. Unrolled, the object has no loop at all.
+#pragma unroll
         for (int n = 0; n <= QM_MAX_EXT; n++) {
             if (!(next == 0 || next == 43 || next == 60 || next == 51 || next == 44)) break;
             __u8 e[8];
