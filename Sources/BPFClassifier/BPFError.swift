@@ -45,17 +45,23 @@ public struct BPFError: Error, Hashable, Sendable, CustomStringConvertible {
     public var errno: Errno
     /// The program, map or interface concerned, if any.
     public var subject: String?
+    /// Why the kernel's verifier refused a program (`.load`): its program
+    /// and the last line of its log, e.g. `qosmap_egress: back-edge from
+    /// insn 4273 to 4274`; nil for any other failure.
+    public var verifier: String?
 
     /// Creates an error.
-    public init(operation: Operation, errno: Errno, subject: String? = nil) {
+    public init(operation: Operation, errno: Errno, subject: String? = nil, verifier: String? = nil) {
         self.operation = operation
         self.errno = errno
         self.subject = subject
+        self.verifier = verifier
     }
 
-    /// `<libbpf function> [<subject>]: <strerror> (errno N)`.
+    /// `<libbpf function> [<subject>]: <strerror> (errno N)[; verifier: <reason>]`.
     public var description: String {
         "\(operation.rawValue)\(subject.map { " \($0)" } ?? ""): \(errno) (errno \(errno.rawValue))"
+            + (verifier.map { "; verifier: \($0)" } ?? "")
     }
 }
 

@@ -1,4 +1,5 @@
 import CBPF
+import SystemPackage
 
 /// A loaded BPF object (`struct bpf_object`): its programs are verified and
 /// its maps created. Closing it (`bpf_object__close`, on deinit) drops this
@@ -14,7 +15,8 @@ public final class BPFObject: @unchecked Sendable {
     /// - Parameters:
     ///   - bytes: the ELF object, e.g. compiled with `clang -target bpf -g`.
     ///   - name: the object's name in libbpf's messages.
-    /// - Throws: ``BPFError`` (`.load` with `.notPermitted` without CAP_BPF).
+    /// - Throws: ``BPFError`` (`.load` with `.notPermitted` without CAP_BPF;
+    ///   with the verifier's reason when the kernel refused a program).
     public init(bytes: [UInt8], name: String) throws(BPFError) {
         // libbpf reads the bytes only while opening (it copies the name).
         let object = try libbpf(.open, name) {
@@ -25,11 +27,12 @@ public final class BPFObject: @unchecked Sendable {
                 return bytes.withUnsafeBytes { bpf_object__open_mem($0.baseAddress, $0.count, &opts) }
             }
         }
-        do {
-            try libbpf(.load, name) { bpf_object__load(object) }
-        } catch {
+        let (result, log) = LibbpfLog.capture { bpf_object__load(object) }
+        if result < 0 {
             bpf_object__close(object)
-            throw error
+            throw BPFError(
+                operation: .load, errno: Errno(rawValue: -result), subject: name,
+                verifier: LibbpfLog.verifierReason(log))
         }
         self.object = object
     }

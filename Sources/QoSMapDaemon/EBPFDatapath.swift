@@ -136,7 +136,7 @@ public final class EBPFDatapath: Service, Sendable {
         do {
             maps = try Self.loadObject()
         } catch {
-            throw EBPFError("cannot load the classifier: \(error)\(Self.hint(error))")
+            throw EBPFError(Self.loadFailure(error, release: Self.kernelRelease(), status: Self.ownStatus()))
         }
         try state.withLock { s throws(EBPFError) in
             s.maps = maps
@@ -149,10 +149,6 @@ public final class EBPFDatapath: Service, Sendable {
         let log = logger
         DNSLearning.shared.setMirror { changes in Self.writeDNS(changes, maps, log) }
         metrics.loaded(at: Date().timeIntervalSince1970)
-    }
-
-    private static func hint(_ error: BPFError) -> String {
-        error.errno == .notPermitted ? " (CAP_BPF and CAP_NET_ADMIN are needed)" : ""
     }
 
     /// Writes `tables` into the inactive slot, attaches on new interfaces,
@@ -573,8 +569,62 @@ extension EBPFDatapath {
 
     /// ``perfmonWarning(status:)`` for this process.
     public static func perfmonWarning() -> String? {
-        FileManager.default.contents(atPath: "/proc/self/status").flatMap {
-            perfmonWarning(status: String(decoding: $0, as: UTF8.self))
+        ownStatus().flatMap { perfmonWarning(status: $0) }
+    }
+
+    /// This process's /proc/self/status, nil if unreadable.
+    static func ownStatus() -> String? {
+        FileManager.default.contents(atPath: "/proc/self/status").map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The oldest kernel the classifier loads on, from what it uses: the
+    /// newest is `bpf_ktime_get_coarse_ns` (5.11; flow behaviour's clock,
+    /// which the verifier checks whether or not a config uses it). The rest
+    /// is older: CAP_BPF and CAP_PERFMON 5.8, batched array updates 5.6,
+    /// global data 5.2, 32-bit jumps 5.1; the program has no loop.
+    static let oldestKernel = (5, 11)
+
+    /// The running kernel's release (`uname -r`).
+    static func kernelRelease() -> String {
+        var u = utsname()
+        uname(&u)
+        return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
+    /// The major and minor version at the start of a release such as
+    /// `6.1.0-56-amd64`, nil if it does not start so.
+    static func kernelVersion(_ release: String) -> (Int, Int)? {
+        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard parts.count == 2, release.first?.isNumber == true else { return nil }
+        return (parts[0], parts[1])
+    }
+
+    /// The one line qosmapd stops with when the classifier does not load:
+    /// on a kernel older than ``oldestKernel`` that it is too old; for a
+    /// program the verifier refused, the kernel and the verifier's reason,
+    /// and CAP_PERFMON when the process lacks it (Debian 12's 6.1 refuses
+    /// the classifier without it); EPERM names the capabilities needed.
+    /// `status`: /proc/self/status, for the capabilities.
+    static func loadFailure(_ error: BPFError, release: String, status: String?) -> String {
+        if let v = kernelVersion(release), v < oldestKernel {
+            return
+                "cannot load the classifier: datapath ebpf needs Linux \(oldestKernel.0).\(oldestKernel.1) or later, "
+                + "this is \(release) (datapath nfqueue runs there): \(error)"
         }
+        if let reason = error.verifier {
+            let caps = status.flatMap { effectiveCapabilities(status: $0) }
+            let perfmon =
+                caps.map { $0 & perfmonCapability == 0 } == true
+                ? "; without CAP_PERFMON some kernels refuse it (6.1 does): grant CAP_PERFMON (dist/qosmapd.service does)"
+                : ""
+            return "cannot load the classifier: the verifier of Linux \(release) refused \(reason) "
+                + "(errno \(error.errno.rawValue))\(perfmon)"
+        }
+        return "cannot load the classifier: \(error)\(hint(error))"
+    }
+
+    /// What EPERM from libbpf means here.
+    static func hint(_ error: BPFError) -> String {
+        error.errno == .notPermitted ? " (CAP_BPF and CAP_NET_ADMIN are needed)" : ""
     }
 }

@@ -151,3 +151,35 @@ func embeddedObjectMatchesTheLayout() throws {
 func perfmonWarning(status: String, warns: Bool) {
     #expect((EBPFDatapath.perfmonWarning(status: status) != nil) == warns, "\(status)")
 }
+
+/// When the classifier does not load, qosmapd stops with one line: too old a
+/// kernel says so (before the libbpf error); a verifier refusal names the
+/// kernel, the program and the reason, and CAP_PERFMON only when the process
+/// lacks it; EPERM names the capabilities.
+@Test func loadFailureIsOneLine() {
+    let refused = BPFError(
+        operation: .load, errno: .permissionDenied, subject: "qosmap",
+        verifier: "qosmap_egress: attempt to corrupt spilled pointer on stack")
+    let unit = "CapEff:\t000000c000001000\n"
+    let noPerfmon = "CapEff:\t0000008000001000\n"
+    let old = EBPFDatapath.loadFailure(refused, release: "5.10.0-30-amd64", status: unit)
+    #expect(
+        old.hasPrefix(
+            "cannot load the classifier: datapath ebpf needs Linux 5.11 or later, this is 5.10.0-30-amd64"))
+    let with = EBPFDatapath.loadFailure(refused, release: "6.1.0-56-amd64", status: unit)
+    #expect(
+        with
+            == "cannot load the classifier: the verifier of Linux 6.1.0-56-amd64 refused qosmap_egress: attempt to corrupt spilled pointer on stack (errno 13)"
+    )
+    let without = EBPFDatapath.loadFailure(refused, release: "6.1.0-56-amd64", status: noPerfmon)
+    #expect(without.hasPrefix(with + "; without CAP_PERFMON"))
+    let eperm = BPFError(operation: .load, errno: .notPermitted, subject: "qosmap")
+    #expect(
+        EBPFDatapath.loadFailure(eperm, release: "6.18.44", status: nil)
+            == "cannot load the classifier: bpf_object__load qosmap: Operation not permitted (errno 1) (CAP_BPF and CAP_NET_ADMIN are needed)"
+    )
+    for line in [old, with, without] { #expect(!line.contains("\n")) }
+    #expect(EBPFDatapath.kernelVersion("6.1.0-56-amd64")! == (6, 1))
+    #expect(EBPFDatapath.kernelVersion("5.11")! == (5, 11))
+    #expect(EBPFDatapath.kernelVersion("linux") == nil)
+}
