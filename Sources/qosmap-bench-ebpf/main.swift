@@ -80,15 +80,25 @@ let configs: [(String, String)] = [
 ]
 
 /// A UDP frame to `dst` port `port`, DSCP 11 (rewritten by the default tables) unless given.
-func frame(v6: Bool, dst: [UInt8], port: UInt16, dscp: UInt8 = 11) -> [UInt8] {
+/// `extensions`: IPv6 only, that many 8-byte extension headers before UDP (a
+/// hop-by-hop header, then destination options), which the classifier walks
+/// in its slow parser.
+func frame(v6: Bool, dst: [UInt8], port: UInt16, dscp: UInt8 = 11, extensions: Int = 0) -> [UInt8] {
     var f: [UInt8] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1] + (v6 ? [0x86, 0xDD] : [8, 0])
     let udp: [UInt8] =
         [0x9C, 0x40, UInt8(port >> 8), UInt8(port & 0xFF), 0, 40, 0, 0] + [UInt8](repeating: 0, count: 32)
     let tos: UInt8 = dscp << 2 | 1
     if v6 {
-        f += [0x60 | tos >> 4, tos << 4, 0, 0, 0, UInt8(udp.count), 17, 64]
+        f += [
+            0x60 | tos >> 4, tos << 4, 0, 0, 0, UInt8(udp.count + 8 * extensions), extensions > 0 ? 0 : 17,
+            64,
+        ]
         f += [0xFD, 0, 0, 1] + [UInt8](repeating: 0, count: 11) + [2]
         f += dst
+        for i in 0..<extensions {
+            // Next header, length 0 (8 bytes), a PadN option of 4 bytes.
+            f += [i == extensions - 1 ? 17 : 60, 0, 1, 4, 0, 0, 0, 0]
+        }
     } else {
         var h: [UInt8] =
             [0x45, tos, 0, UInt8(20 + udp.count), 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 2] + dst
@@ -133,6 +143,13 @@ do {
                 ("port rule hit", frame(v6: v6, dst: v6 ? v6dst : v4dst, port: 10350)),
                 ("no rule hit", frame(v6: v6, dst: v6 ? v6dst : v4dst, port: 9)),
             ]
+            if name == "100 port rules" && v6 {
+                cases.append(
+                    (
+                        "port rule hit, 2 extension headers",
+                        frame(v6: true, dst: v6dst, port: 10350, extensions: 2)
+                    ))
+            }
             if name.hasPrefix("1,000") {
                 cases[0].1 = frame(v6: v6, dst: v6 ? v6outside : v4outside, port: 10350)
                 cases[1].0 = "CIDR rule hit"
