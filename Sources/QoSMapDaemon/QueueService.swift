@@ -190,7 +190,8 @@ public final class QueueService: Service, Sendable {
         logger.info(
             "qosmapd ready",
             metadata: [
-                "queues": "\(config.queues)", "mark_only": "\(config.markOnly)", "gso": "\(config.gso)",
+                "queues": "\(config.queues)", "mark_only": "\(config.markOnly)",
+                "gso": "\(config.effectiveGSO())\(config.gso == nil ? " (auto)" : "")",
                 "domains": "\(snapshot.tables.domains.names)",
             ])
         let signals = await UnixSignalsSequence(trapping: .sighup)

@@ -125,10 +125,34 @@ func pipelineRemarksPerTablesAndKeepsECN(tos: Int) throws {
     #expect(q.maximumLength == 512)
     #expect(!q.noENOBUFS)
     #expect(!q.batchVerdicts)
-    let d = try DaemonConfig.parse(DaemonConfig.embeddedDefault, file: "default").queueConfiguration(0)
+    let defaults = try DaemonConfig.parse(DaemonConfig.embeddedDefault, file: "default")
+    let d = defaults.queueConfiguration(0, release: "6.18.44-fc-v857")
     #expect(d.copyMode == .packet(range: 0xFFFF))
     #expect(d.flags == [.failOpen, .gso])
     #expect(d.noENOBUFS && d.batchVerdicts)
+    // gso: auto (the default) leaves segmentation to Debian 12's kernel,
+    // which drops UDP GSO packets returned with a payload; an explicit
+    // `gso: true` is obeyed there too.
+    #expect(defaults.gso == nil)
+    #expect(defaults.queueConfiguration(0, release: "6.1.0-56-amd64").flags == [.failOpen])
+    #expect(c.queueConfiguration(3, release: "6.1.0-56-amd64").flags == .gso)
+}
+
+@Test(arguments: [
+    ("6.1.0-56-amd64", false), ("6.11.9", false), ("6.12.117+deb13-amd64", true), ("6.18.44-fc-v857", true),
+    ("7.0.1", true), ("5.15.0-91-generic", false), ("", false), ("unknown", false),
+])
+func gsoAutoFollowsTheKernel(release: String, kept: Bool) {
+    #expect(DaemonConfig.gsoKeptAfterPayloadVerdicts(release: release) == kept)
+}
+
+@Test func gsoTakesAutoAndRefusesOtherWords() throws {
+    #expect(try DaemonConfig.parse("queue: {gso: auto}", file: "x").gso == nil)
+    #expect(try DaemonConfig.parse("queue: {gso: false}", file: "x").gso == false)
+    #expect(try DaemonConfig.parse("queue: {gso: on}", file: "x").gso == true)
+    #expect {
+        try DaemonConfig.parse("queue: {gso: sometimes}", file: "x")
+    } throws: { "\($0)".contains("x:1:14: invalid gso flag 'sometimes'; allowed: true, false, auto") }
 }
 
 /// A rewritten packet's returned checksum, by `NFQA_SKB_INFO` and hook: a
