@@ -1,6 +1,12 @@
 import CBPF
 import SystemPackage
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// A loaded BPF object (`struct bpf_object`): its programs are verified and
 /// its maps created. Closing it (`bpf_object__close`, on deinit) drops this
 /// process's references only: a program attached to tc stays attached and
@@ -30,9 +36,10 @@ public final class BPFObject: @unchecked Sendable {
         let (result, log) = LibbpfLog.capture { bpf_object__load(object) }
         if result < 0 {
             bpf_object__close(object)
-            throw BPFError(
-                operation: .load, errno: Errno(rawValue: -result), subject: name,
-                verifier: LibbpfLog.verifierReason(log))
+            let reason = LibbpfLog.verifierReason(log)
+            // Not the verifier (a map libbpf could not create, say): libbpf's words are the only detail.
+            if reason == nil { _ = log.withCString { write(2, $0, strlen($0)) } }
+            throw BPFError(operation: .load, errno: Errno(rawValue: -result), subject: name, verifier: reason)
         }
         self.object = object
     }

@@ -10,7 +10,8 @@ import Synchronization
 /// libbpf's messages. While a thread loads an object (``capture(_:)``) they
 /// are kept for it, so that a refused program becomes one line (the
 /// verifier's reason) instead of libbpf's dump of the verifier's log on
-/// stderr. Other messages go to stderr as libbpf's own printer sends them:
+/// stderr (any other failure's messages are written to stderr after it).
+/// Other messages go to stderr as libbpf's own printer sends them:
 /// warnings and information, and debug messages with `LIBBPF_LOG_LEVEL=debug`,
 /// which also passes the captured ones through.
 enum LibbpfLog {
@@ -24,17 +25,20 @@ enum LibbpfLog {
         guard let format, let args, let text = qosmap_vformat(format, args) else { return 0 }
         defer { free(text) }
         let thread = UInt(pthread_self())
-        let kept = captured.withLock { c -> Bool in
-            guard c[thread] != nil else { return false }
-            c[thread]! += String(cString: text)
-            return true
-        }
+        // Debug messages are not kept: only LIBBPF_LOG_LEVEL=debug shows them.
+        let kept =
+            level != LIBBPF_DEBUG
+            && captured.withLock { c -> Bool in
+                guard c[thread] != nil else { return false }
+                c[thread]! += String(cString: text)
+                return true
+            }
         if LibbpfLog.debug || (!kept && level != LIBBPF_DEBUG) { _ = write(2, text, strlen(text)) }
         return 0
     }
 
-    /// Runs `body` with libbpf's messages on this thread kept; returns its
-    /// result and the messages.
+    /// Runs `body` with libbpf's warnings and information on this thread
+    /// kept; returns its result and the messages.
     static func capture<T>(_ body: () -> T) -> (T, String) {
         _ = installed
         let thread = UInt(pthread_self())
