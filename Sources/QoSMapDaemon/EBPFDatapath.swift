@@ -136,7 +136,8 @@ public final class EBPFDatapath: Service, Sendable {
         do {
             maps = try Self.loadObject()
         } catch {
-            throw EBPFError(Self.loadFailure(error, release: Self.kernelRelease(), status: Self.ownStatus()))
+            throw EBPFError(
+                Self.loadFailure(error, release: KernelRelease.running(), status: Self.ownStatus()))
         }
         try state.withLock { s throws(EBPFError) in
             s.maps = maps
@@ -584,21 +585,6 @@ extension EBPFDatapath {
     /// global data 5.2, 32-bit jumps 5.1; the program has no loop.
     static let oldestKernel = (5, 11)
 
-    /// The running kernel's release (`uname -r`).
-    static func kernelRelease() -> String {
-        var u = utsname()
-        uname(&u)
-        return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-    }
-
-    /// The major and minor version at the start of a release such as
-    /// `6.1.0-56-amd64`, nil if it does not start so.
-    static func kernelVersion(_ release: String) -> (Int, Int)? {
-        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
-        guard parts.count == 2, release.first?.isNumber == true else { return nil }
-        return (parts[0], parts[1])
-    }
-
     /// The one line qosmapd stops with when the classifier does not load:
     /// on a kernel older than ``oldestKernel`` that it is too old; for a
     /// program the verifier refused, the kernel and the verifier's reason,
@@ -606,7 +592,7 @@ extension EBPFDatapath {
     /// the classifier without it); EPERM names the capabilities needed.
     /// `status`: /proc/self/status, for the capabilities.
     static func loadFailure(_ error: BPFError, release: String, status: String?) -> String {
-        if let v = kernelVersion(release), v < oldestKernel {
+        if let v = KernelRelease.version(release), (v.major, v.minor) < oldestKernel {
             return
                 "cannot load the classifier: datapath ebpf needs Linux \(oldestKernel.0).\(oldestKernel.1) or later, "
                 + "this is \(release) (datapath nfqueue runs there): \(error)"
