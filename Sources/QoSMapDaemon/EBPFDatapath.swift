@@ -136,8 +136,10 @@ public final class EBPFDatapath: Service, Sendable {
         do {
             maps = try Self.loadObject()
         } catch {
+            let release = KernelRelease.running()
             throw EBPFError(
-                Self.loadFailure(error, release: KernelRelease.running(), status: Self.ownStatus()))
+                Self.loadFailure(error, release: release, status: Self.ownStatus()),
+                denied: Self.loadDenied(error, release: release))
         }
         try state.withLock { s throws(EBPFError) in
             s.maps = maps
@@ -535,8 +537,15 @@ public final class EBPFDatapath: Service, Sendable {
 public struct EBPFError: Error, CustomStringConvertible {
     /// What failed.
     public var description: String
+    /// Whether the system will not allow it however often it is tried (the
+    /// kernel refused the classifier, or the process may not load it), so
+    /// that qosmapd exits 77, which the unit does not restart.
+    public var denied: Bool
     /// Creates an error.
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, denied: Bool = false) {
+        self.description = description
+        self.denied = denied
+    }
 }
 
 extension EBPFDatapath {
@@ -607,6 +616,14 @@ extension EBPFDatapath {
                 + "(errno \(error.errno.rawValue))\(perfmon)"
         }
         return "cannot load the classifier: \(error)\(hint(error))"
+    }
+
+    /// Whether a failed load would fail again however often it is retried:
+    /// a kernel older than ``oldestKernel``, a verifier that refused the
+    /// program, or a process without the rights (EPERM).
+    static func loadDenied(_ error: BPFError, release: String) -> Bool {
+        let tooOld = KernelRelease.version(release).map { ($0.major, $0.minor) < oldestKernel } ?? false
+        return tooOld || error.verifier != nil || error.errno == .notPermitted
     }
 
     /// What EPERM from libbpf means here.

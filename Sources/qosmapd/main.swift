@@ -118,7 +118,9 @@ struct QoSMapD: AsyncParsableCommand {
             } catch {
                 datapath.stop()
                 logger.critical("qosmapd stopped", metadata: ["error": "\(error)"])
-                throw ExitCode(1)
+                // 77 (EX_NOPERM) when the kernel or the process's rights refuse
+                // the classifier: a restart would be refused alike.
+                throw ExitCode((error as? EBPFError)?.denied == true ? 77 : 1)
             }
             return
         }

@@ -182,3 +182,17 @@ func perfmonWarning(status: String, warns: Bool) {
     #expect(
         EBPFDatapath.loadFailure(refused, release: "5.11.0", status: unit).contains("refused qosmap_egress"))
 }
+
+/// A load the system refuses (too old a kernel, the verifier, EPERM) makes
+/// qosmapd exit 77, which the unit does not restart; anything else (a map
+/// that could not be created for want of memory) may pass on a retry.
+@Test func deniedLoadsAreNotRetried() {
+    let refused = BPFError(
+        operation: .load, errno: .permissionDenied, subject: "qosmap", verifier: "qosmap_egress: x")
+    let eperm = BPFError(operation: .load, errno: .notPermitted, subject: "qosmap")
+    let nomem = BPFError(operation: .load, errno: .noMemory, subject: "qosmap")
+    #expect(EBPFDatapath.loadDenied(refused, release: "6.1.0-56-amd64"))
+    #expect(EBPFDatapath.loadDenied(eperm, release: "6.18.44"))
+    #expect(EBPFDatapath.loadDenied(nomem, release: "5.10.0-30-amd64"))
+    #expect(!EBPFDatapath.loadDenied(nomem, release: "6.1.0-56-amd64"))
+}
