@@ -20,3 +20,12 @@ e2e_build() {
     || { echo "$1: build failed"; exit 1; }
   BIN=$(swift build --show-bin-path)
 }
+
+# kernel_at_least MAJOR MINOR: true when the running kernel is that version or
+# later (what the datapaths' kernel-dependent defaults follow: queue.gso auto,
+# the ebpf verifier without CAP_PERFMON).
+kernel_at_least() {
+  local maj min
+  IFS=. read -r maj min _ <<<"$(uname -r | sed 's/[^0-9.].*//')"
+  [ "${maj:-0}" -gt "$1" ] || { [ "${maj:-0}" -eq "$1" ] && [ "${min:-0}" -ge "$2" ]; }
+}
