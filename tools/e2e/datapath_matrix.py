@@ -15,7 +15,7 @@ flows MODEL_JSON NAME C S CLIENT_ADDR SERVER_ADDR SPEC CLIENT_PCAP SERVER_PCAP S
     "rule NAME PACKETS BYTES", and appends the flow's markings to SUMMARY.
 flowdscp MODEL_JSON RULE|- WAY C S DSCP: the DSCP FlowModel gives one packet.
 """
-import ipaddress, json, socket, struct, sys
+import ipaddress, json, os, socket, struct, sys
 
 
 def oracle(trust, in_json, out_json):
@@ -154,7 +154,7 @@ def ip_packet(wirelen, frame):
     same = seg[:16] + seg[18:] if proto == 6 else seg[:6] + seg[8:]
     return {"fam": fam, "proto": "tcp" if proto == 6 else "udp", "src": src, "dst": dst, "sport": sport,
             "dport": dport, "dscp": tc >> 2, "ecn": tc & 3, "ttl": ttl, "csum_ok": csum_ok,
-            "data": length - ihl - l4 > 0, "payload": length - ihl - l4, "length": length, "rst": proto == 6 and bool(ip[ihl + 13] & 4), "same": same}
+            "data": length - ihl - l4 > 0, "payload": length - ihl - l4, "length": length, "hdr": ihl + l4, "rst": proto == 6 and bool(ip[ihl + 13] & 4), "same": same}
 
 
 class FlowModel:
@@ -194,6 +194,21 @@ def runs(values):
         if not out or out[-1] != v:
             out.append(v)
     return ",".join(map(str, out))
+
+
+def segments(p):
+    """How many packets the datapath sees for the captured packet p. One,
+    unless SEGMENTS ("MTU UDP_GSO_SIZE") says that the kernel segments GSO
+    packets before the datapath (nfqueue without NFQA_CFG_F_GSO): then a
+    packet longer than MTU is cut into segments of UDP_GSO_SIZE payload bytes
+    (UDP; what the sender's UDP_SEGMENT asked) or of MTU minus its headers
+    (TCP: the MSS of a path whose MTU every veth shares), each with the
+    packet's headers."""
+    seg = os.environ.get("SEGMENTS", "").split()
+    if not seg or p["length"] <= int(seg[0]):
+        return 1
+    size = int(seg[1]) if p["proto"] == "udp" else int(seg[0]) - p["hdr"]
+    return -(-p["payload"] // size)
 
 
 def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap, summary):
@@ -316,9 +331,13 @@ def flows(model_json, name, c, s, client, server, spec, client_pcap, server_pcap
             # The counters count what enters the router: what the sender's
             # veth sent (a GSO packet that the router's egress segments is
             # one packet to the datapath, several to the receiver).
+            # With SEGMENTS set, the datapath sees the segments instead.
             if rule is not None:
                 pk, by = counts.get(rule, (0, 0))
-                counts[rule] = (pk + len(sent), by + sum(p["length"] for p in sent))
+                for p in sent:
+                    n = segments(p)
+                    pk, by = pk + n, by + p["length"] + (n - 1) * p["hdr"]
+                counts[rule] = (pk, by)
     for proto in want:
         if proto not in seen and want[proto][0] is not None:
             bad.append(f"{name}: no {proto} connection captured")
