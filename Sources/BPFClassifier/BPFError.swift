@@ -24,6 +24,10 @@ public struct BPFError: Error, Hashable, Sendable, CustomStringConvertible {
         case lookupMap = "bpf_map_lookup_elem"
         /// `bpf_map_delete_elem`.
         case deleteMap = "bpf_map_delete_elem"
+        /// `bpf_map_get_next_key`.
+        case nextKey = "bpf_map_get_next_key"
+        /// `bpf_obj_get_info_by_fd`.
+        case info = "bpf_obj_get_info_by_fd"
         /// `bpf_tc_hook_create` (the clsact qdisc; `.notPermitted` without CAP_NET_ADMIN).
         case createHook = "bpf_tc_hook_create"
         /// `bpf_tc_attach`.
@@ -49,19 +53,27 @@ public struct BPFError: Error, Hashable, Sendable, CustomStringConvertible {
     /// and the last line of its log, e.g. `qosmap_egress: back-edge from
     /// insn 4273 to 4274`; nil for any other failure.
     public var verifier: String?
+    /// The kernel's own words for a refused netlink request (its extended
+    /// ack, which libbpf prints as "Kernel error message: ..."), e.g.
+    /// `Parent Qdisc doesn't exists`; nil when it gave none.
+    public var kernelMessage: String?
 
     /// Creates an error.
-    public init(operation: Operation, errno: Errno, subject: String? = nil, verifier: String? = nil) {
+    public init(
+        operation: Operation, errno: Errno, subject: String? = nil, verifier: String? = nil,
+        kernelMessage: String? = nil
+    ) {
         self.operation = operation
         self.errno = errno
         self.subject = subject
         self.verifier = verifier
+        self.kernelMessage = kernelMessage
     }
 
-    /// `<libbpf function> [<subject>]: <strerror> (errno N)[; verifier: <reason>]`.
+    /// `<libbpf function> [<subject>]: <strerror> (errno N)[: <kernel message>][; verifier: <reason>]`.
     public var description: String {
         "\(operation.rawValue)\(subject.map { " \($0)" } ?? ""): \(errno) (errno \(errno.rawValue))"
-            + (verifier.map { "; verifier: \($0)" } ?? "")
+            + (kernelMessage.map { ": \($0)" } ?? "") + (verifier.map { "; verifier: \($0)" } ?? "")
     }
 }
 

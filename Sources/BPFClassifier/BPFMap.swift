@@ -1,4 +1,5 @@
 import CBPF
+import SystemPackage
 
 /// A map of a loaded ``BPFObject``; its fd is owned by the object. Keys and
 /// values are trivial Swift types whose size must equal the map's.
@@ -98,6 +99,33 @@ public struct BPFMap: Sendable, Hashable {
         do {
             try libbpf(.deleteMap, name) { bpf_map_delete_elem(fd, &k) }
         } catch  where error.errno == .noSuchFileOrDirectory {}
+    }
+
+    /// Every key in the map (`bpf_map_get_next_key` from no key on), in the
+    /// kernel's order; a key deleted meanwhile may end the walk early.
+    public func keys<Key: BitwiseCopyable>(as type: Key.Type = Key.self) throws(BPFError) -> [Key] {
+        guard MemoryLayout<Key>.size == keySize else {
+            throw BPFError(operation: .size, errno: .invalidArgument, subject: name)
+        }
+        var result: [Key] = []
+        var current: [UInt8]? = nil
+        var next = [UInt8](repeating: 0, count: keySize)
+        // Bounded: a map holds at most maxEntries keys.
+        for _ in 0...maxEntries {
+            let status =
+                if var k = current {
+                    bpf_map_get_next_key(fd, &k, &next)
+                } else {
+                    bpf_map_get_next_key(fd, nil, &next)
+                }
+            if status == -Errno.noSuchFileOrDirectory.rawValue { break }
+            if status < 0 {
+                throw BPFError(operation: .nextKey, errno: Errno(rawValue: -status), subject: name)
+            }
+            result.append(next.withUnsafeBytes { $0.loadUnaligned(as: Key.self) })
+            current = next
+        }
+        return result
     }
 
     /// The number of possible CPUs (`libbpf_num_possible_cpus`): how many

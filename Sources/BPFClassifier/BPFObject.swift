@@ -72,4 +72,13 @@ public struct BPFProgram: Sendable, Hashable {
     public let name: String
     /// The program's fd (`bpf_program__fd`); valid while its object lives.
     public let fd: Int32
+
+    /// The kernel's id of the program (`bpf_obj_get_info_by_fd`): what
+    /// ``TrafficControl/attachedProgram(_:)`` reports for a filter that runs it.
+    public func id() throws(BPFError) -> UInt32 {
+        var info = bpf_prog_info()
+        var size = UInt32(MemoryLayout<bpf_prog_info>.size)
+        try libbpf(.info, name) { bpf_obj_get_info_by_fd(fd, &info, &size) }
+        return info.id
+    }
 }

@@ -71,4 +71,19 @@ enum LibbpfLog {
         let name = header.split(separator: "'").dropFirst().first.map(String.init)
         return reason.map { r in name.map { "\($0): \(r)" } ?? String(r) }
     }
+
+    /// The kernel's extended ack in libbpf's messages for a netlink request
+    /// ("libbpf: Kernel error message: Exclusivity flag on, cannot modify"),
+    /// nil if there is none.
+    static func kernelMessage(_ text: String) -> String? {
+        let marker = "Kernel error message: "
+        for line in text.split(separator: "\n").reversed() {
+            if let r = line.firstRange(of: marker) {
+                var text = line[r.upperBound...]
+                while text.last?.isWhitespace == true { text = text.dropLast() }
+                return String(text)
+            }
+        }
+        return nil
+    }
 }

@@ -1,4 +1,5 @@
 import CBPF
+import SystemPackage
 
 /// Attaching BPF programs to tc's clsact hooks through libbpf's netlink code
 /// (`bpf_tc_*`), never by running `tc`.
@@ -58,8 +59,27 @@ public enum TrafficControl {
     private static let hookSize = MemoryLayout<bpf_tc_hook>.offset(of: \bpf_tc_hook.parent)! + 4
     private static let optionsSize = MemoryLayout<bpf_tc_opts>.offset(of: \bpf_tc_opts.priority)! + 4
 
+    /// Runs one `bpf_tc_*` call (again on `EINTR`) with libbpf's messages
+    /// kept: a failure carries the kernel's extended ack in
+    /// ``BPFError/kernelMessage`` instead of a line on stderr, so that an
+    /// expected refusal (clsact already there, no filter to query) prints
+    /// nothing.
+    private static func netlink(
+        _ operation: BPFError.Operation, _ ifindex: Int32, _ call: () -> Int32
+    ) throws(BPFError) {
+        while true {
+            let (result, log) = LibbpfLog.capture(call)
+            if result >= 0 { return }
+            let error = Errno(rawValue: -result)
+            if error == .interrupted { continue }
+            throw BPFError(
+                operation: operation, errno: error, subject: "ifindex \(ifindex)",
+                kernelMessage: LibbpfLog.kernelMessage(log))
+        }
+    }
+
     /// Adds the clsact qdisc to an interface (`bpf_tc_hook_create` with both
-    /// hooks); one already there is kept.
+    /// hooks); one already there is kept, silently.
     /// - Returns: true if it was created, false if it existed.
     @discardableResult
     public static func createClsact(ifindex: Int32) throws(BPFError) -> Bool {
@@ -68,7 +88,7 @@ public enum TrafficControl {
         h.ifindex = ifindex
         h.attach_point = bpf_tc_attach_point(rawValue: BPF_TC_INGRESS.rawValue | BPF_TC_EGRESS.rawValue)
         do {
-            try libbpf(.createHook, "ifindex \(ifindex)") { bpf_tc_hook_create(&h) }
+            try netlink(.createHook, ifindex) { bpf_tc_hook_create(&h) }
             return true
         } catch  where error.errno == .fileExists {
             return false
@@ -85,7 +105,7 @@ public enum TrafficControl {
         var o = filter.options
         o.prog_fd = program.fd
         o.flags = UInt32(BPF_TC_F_REPLACE.rawValue)
-        try libbpf(.attach, "ifindex \(filter.ifindex)") { bpf_tc_attach(&h, &o) }
+        try netlink(.attach, filter.ifindex) { bpf_tc_attach(&h, &o) }
         return o.prog_id
     }
 
@@ -94,7 +114,7 @@ public enum TrafficControl {
     public static func detach(_ filter: Filter) throws(BPFError) {
         var h = filter.hook
         var o = filter.options
-        try libbpf(.detach, "ifindex \(filter.ifindex)") { bpf_tc_detach(&h, &o) }
+        try netlink(.detach, filter.ifindex) { bpf_tc_detach(&h, &o) }
     }
 
     /// The id of the program attached at `filter` (`bpf_tc_query`), or nil if there is none.
@@ -102,7 +122,7 @@ public enum TrafficControl {
         var h = filter.hook
         var o = filter.options
         do {
-            try libbpf(.query, "ifindex \(filter.ifindex)") { bpf_tc_query(&h, &o) }
+            try netlink(.query, filter.ifindex) { bpf_tc_query(&h, &o) }
         } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .invalidArgument {
             return nil
         }

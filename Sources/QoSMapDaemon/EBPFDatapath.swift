@@ -44,6 +44,7 @@ public final class EBPFDatapath: Service, Sendable {
     let logger: Logger
     let notifier: SystemdNotifier
     let metricsEndpoint: (any MetricsEndpoint)?
+    let attachmentMetrics: AttachmentMetrics
     private let state: Mutex<State>
 
     struct Maps: Sendable {
@@ -84,15 +85,27 @@ public final class EBPFDatapath: Service, Sendable {
         /// one forgets every connection, as nfqueue's new table per snapshot.
         var epoch: UInt32 = 0
         var generation = 0
+        /// The tables and snapshot in force: what the reconciliation between
+        /// reloads puts back.
+        var tables: EBPFTables?
+        var snapshot: PolicySnapshot?
+        /// The kernel's ids of this process's two programs.
+        var programIDs: (egress: UInt32, ingress: UInt32) = (0, 0)
+        /// The configured interfaces' locks (one qosmapd per interface).
+        var locks: [String: InterfaceLock] = [:]
+        /// The last line logged per failing key (``logOnce``).
+        var logged: [String: String] = [:]
     }
 
     /// Starts from a loaded snapshot; nothing is loaded or attached until ``start()``.
     public init(
         configPath: String?, snapshot: PolicySnapshot, metrics: DaemonMetrics, logger: Logger,
-        notifier: SystemdNotifier, metricsEndpoint: (any MetricsEndpoint)? = nil
+        notifier: SystemdNotifier, metricsEndpoint: (any MetricsEndpoint)? = nil,
+        attachmentMetrics: AttachmentMetrics = AttachmentMetrics()
     ) {
         self.configPath = configPath
         self.metrics = metrics
+        self.attachmentMetrics = attachmentMetrics
         self.logger = logger
         self.notifier = notifier
         self.metricsEndpoint = metricsEndpoint
@@ -143,10 +156,20 @@ public final class EBPFDatapath: Service, Sendable {
         }
         try state.withLock { s throws(EBPFError) in
             s.maps = maps
+            do {
+                s.programIDs = (try maps.program.id(), try maps.ingressProgram.id())
+            } catch {
+                throw EBPFError("cannot read the classifier's program id: \(error)")
+            }
+            _ = try lock(snapshot.config.interfaces.keys.sorted(), &s)
             s.active = 1  // so that install writes slot 0 and flips to it
             guard install(tables, snapshot, &s) else {
+                s.locks = [:]
                 throw EBPFError("cannot attach the classifier; see the log")
             }
+            Self.removeStaleClassifiers(
+                keeping: Set(s.attached.values), Set(s.ingressAttached.values),
+                ours: [s.programIDs.egress, s.programIDs.ingress], logger: logger, metrics: attachmentMetrics)
         }
         // dns: rules: the learned masks follow DNSLearning (all now, then each change).
         let log = logger
@@ -190,49 +213,8 @@ public final class EBPFDatapath: Service, Sendable {
                 return false
             }
         }
-        var wanted: [String: Int32] = [:]
-        for name in snapshot.config.interfaces.keys.sorted() {
-            let index = Int32(bitPattern: if_nametoindex(name))
-            if index == 0 {
-                logger.warning(
-                    "interface not found; not attached (SIGHUP once it exists)",
-                    metadata: ["interface": "\(name)"])
-                continue
-            }
-            wanted[name] = index
-        }
-        // Interfaces that flow rules name by `ingress:` need their class in
-        // the ingress word even when they are not configured.
-        var named = wanted
-        for name in (tables.flows?.ingressClass.keys).map(Array.init) ?? [] where named[name] == nil {
-            let index = Int32(bitPattern: if_nametoindex(name))
-            if index != 0 { named[name] = index }
-        }
-        let ingressClass = tables.flows?.ingressClass ?? [:]
-        // Policy numbers for the next slot; the active half stays as it is.
-        for (maps:(array, hash), names:names, slots:slotsPath, isIngress:isIngress) in [
-            ((maps.ingress, maps.ingressHash), tables.ingress, \State.ingressSlots, true),
-            ((maps.egress, maps.egressHash), tables.egress, \State.egressSlots, false),
-        ] {
-            var slots = s[keyPath: slotsPath]
-            let interfaces = isIngress ? named : wanted
-            for index in Set(slots.keys).union(interfaces.values) {
-                let name = interfaces.first { $0.value == index }?.key
-                var v = slots[index] ?? EBPFPolicySlots()
-                let flowClass = isIngress ? UInt32(name.flatMap { ingressClass[$0] } ?? 0) << 16 : 0
-                v[next] = (name.flatMap { names[$0] } ?? 0) | flowClass
-                // Small ifindexes go in the array the classifier reads without a hash lookup.
-                let map = UInt32(bitPattern: index) < EBPFLayout.ifindexArray ? array : hash
-                do {
-                    try map.update(UInt32(bitPattern: index), v)
-                    slots[index] = v
-                } catch {
-                    logger.error("cannot write interface policies", metadata: ["error": "\(error)"])
-                    return false
-                }
-            }
-            s[keyPath: slotsPath] = slots
-        }
+        let interfaces = Self.resolve(snapshot, tables, logMissing: true, logger: logger)
+        guard writePolicies(tables, interfaces, slot: next, new: false, maps, &s) else { return false }
         // The carry bits: the same in both slots, written before any
         // ingress classifier is attached.
         let mask = snapshot.config.ebpfCarryMask
@@ -242,48 +224,30 @@ public final class EBPFDatapath: Service, Sendable {
             logger.error("cannot write the carry mask", metadata: ["error": "\(error)"])
             return false
         }
-        let wantedIngress = wanted.filter { snapshot.policy(input: $0.key, output: nil).trust == .dot1p }
-        var added: [String: Int32] = [:]
-        var addedIngress: [String: Int32] = [:]
+        var added: [(String, Int32, TrafficControl.Direction)] = []
         func undo() {
-            for (n, i) in added { detach(n, i) }
-            for (n, i) in addedIngress { detach(n, i, direction: .ingress) }
+            for (n, i, d) in added { detach(n, i, direction: d) }
         }
-        for (name, index) in wantedIngress.sorted(by: { $0.key < $1.key })
-        where s.ingressAttached[name] != index {
-            do {
-                _ = try TrafficControl.createClsact(ifindex: index)
-                let id = try TrafficControl.attach(
-                    maps.ingressProgram, at: filter(index, direction: .ingress))
-                addedIngress[name] = index
-                logger.info(
-                    "802.1p classifier attached at ingress",
-                    metadata: ["interface": "\(name)", "ifindex": "\(index)", "prog_id": "\(id)"])
-            } catch {
-                logger.error(
-                    "cannot attach the 802.1p classifier",
-                    metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
-                undo()
-                return false
-            }
-        }
-        for (name, index) in wanted.sorted(by: { $0.key < $1.key }) where s.attached[name] != index {
-            do {
-                let created = try TrafficControl.createClsact(ifindex: index)
-                let id = try TrafficControl.attach(maps.program, at: filter(index))
-                added[name] = index
-                logger.info(
-                    "classifier attached",
-                    metadata: [
-                        "interface": "\(name)", "ifindex": "\(index)", "prog_id": "\(id)",
-                        "clsact": "\(created ? "created" : "existing")",
-                    ])
-            } catch {
-                logger.error(
-                    "cannot attach the classifier",
-                    metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
-                undo()
-                return false
+        for (hook, wanted, program) in [
+            (TrafficControl.Direction.ingress, interfaces.ingress, maps.ingressProgram),
+            (.egress, interfaces.egress, maps.program),
+        ] {
+            for (name, index) in wanted.sorted(by: { $0.key < $1.key }) {
+                do {
+                    if try ensureAttached(name, index, hook, program, repair: false, &s) {
+                        added.append((name, index, hook))
+                    }
+                } catch  where error.errno == .operationNotSupportedByDevice {
+                    // Gone since it was looked up: the next reconciliation sees it.
+                    continue
+                } catch {
+                    logger.error(
+                        hook == .ingress
+                            ? "cannot attach the 802.1p classifier" : "cannot attach the classifier",
+                        metadata: ["interface": "\(name)", "error": "\(error)\(Self.hint(error))"])
+                    undo()
+                    return false
+                }
             }
         }
         do {
@@ -300,13 +264,306 @@ public final class EBPFDatapath: Service, Sendable {
         s.epoch = epoch
         s.ruleNames[next] = tables.flows?.names ?? []
         if tables.flows == nil { s.lastRuleCounts[next] = [] }
-        for (name, index) in s.attached where wanted[name] != index { detach(name, index) }
-        s.attached = wanted
-        for (name, index) in s.ingressAttached where wantedIngress[name] != index {
+        s.tables = tables
+        s.snapshot = snapshot
+        for (name, index) in s.attached where interfaces.egress[name] != index { detach(name, index) }
+        for (name, index) in s.ingressAttached where interfaces.ingress[name] != index {
             detach(name, index, direction: .ingress)
         }
-        s.ingressAttached = wantedIngress
+        s.attached = interfaces.egress
+        s.ingressAttached = interfaces.ingress
+        removeStalePolicies(interfaces, maps, &s)
         return true
+    }
+
+    /// The interfaces a snapshot puts classifiers on, by the ifindex they
+    /// have now: egress on every configured interface that exists, ingress on
+    /// those that trust 802.1p; `policies` adds the interfaces that flow rules
+    /// name by `ingress:` (their class goes in the ingress word).
+    struct Interfaces: Equatable {
+        var egress: [String: Int32] = [:]
+        var ingress: [String: Int32] = [:]
+        var policies: [String: Int32] = [:]
+    }
+
+    static func resolve(
+        _ snapshot: PolicySnapshot, _ tables: EBPFTables, logMissing: Bool, logger: Logger
+    ) -> Interfaces {
+        var r = Interfaces()
+        for name in snapshot.config.interfaces.keys.sorted() {
+            let index = Int32(bitPattern: if_nametoindex(name))
+            if index == 0 {
+                if logMissing {
+                    logger.warning(
+                        "interface not found; attached as soon as it exists",
+                        metadata: ["interface": "\(name)"])
+                }
+                continue
+            }
+            r.egress[name] = index
+        }
+        r.ingress = r.egress.filter { snapshot.policy(input: $0.key, output: nil).trust == .dot1p }
+        r.policies = r.egress
+        for name in (tables.flows?.ingressClass.keys).map(Array.init) ?? [] where r.policies[name] == nil {
+            let index = Int32(bitPattern: if_nametoindex(name))
+            if index != 0 { r.policies[name] = index }
+        }
+        return r
+    }
+
+    /// Writes the interface policy numbers of `slot` for the interfaces now
+    /// there. For a reload (`new: false`) the other slot's half stays as it
+    /// is, since packets read it until the flip; for the reconciliation
+    /// between reloads (`new: true`, `slot` the active one) an interface not
+    /// in the map yet gets the value in both halves, and one whose value is
+    /// right is not written.
+    private func writePolicies(
+        _ tables: EBPFTables, _ interfaces: Interfaces, slot: Int, new: Bool, _ maps: Maps, _ s: inout State
+    ) -> Bool {
+        let ingressClass = tables.flows?.ingressClass ?? [:]
+        for (maps:(array, hash), names:names, slots:slotsPath, isIngress:isIngress) in [
+            ((maps.ingress, maps.ingressHash), tables.ingress, \State.ingressSlots, true),
+            ((maps.egress, maps.egressHash), tables.egress, \State.egressSlots, false),
+        ] {
+            var slots = s[keyPath: slotsPath]
+            let present = isIngress ? interfaces.policies : interfaces.egress
+            for (name, index) in present {
+                let flowClass = isIngress ? UInt32(ingressClass[name] ?? 0) << 16 : 0
+                let value = (names[name] ?? 0) | flowClass
+                var v = slots[index] ?? EBPFPolicySlots()
+                if new {
+                    if slots[index] == nil { v[1 - slot] = value } else if v[slot] == value { continue }
+                }
+                v[slot] = value
+                // Small ifindexes go in the array the classifier reads without a hash lookup.
+                let map = UInt32(bitPattern: index) < EBPFLayout.ifindexArray ? array : hash
+                do {
+                    try map.update(UInt32(bitPattern: index), v)
+                    slots[index] = v
+                } catch {
+                    logger.error(
+                        "cannot write interface policies",
+                        metadata: ["interface": "\(name)", "ifindex": "\(index)", "error": "\(error)"])
+                    return false
+                }
+            }
+            s[keyPath: slotsPath] = slots
+        }
+        return true
+    }
+
+    /// Clears the policies of every ifindex that is no longer a configured
+    /// interface present now (deleted, re-created with another ifindex,
+    /// moved away or renamed): the maps hold exactly the configured
+    /// interfaces that exist, so re-created interfaces cannot fill the hash.
+    private func removeStalePolicies(_ interfaces: Interfaces, _ maps: Maps, _ s: inout State) {
+        for (array, hash, slotsPath, keep) in [
+            (maps.ingress, maps.ingressHash, \State.ingressSlots, Set(interfaces.policies.values)),
+            (maps.egress, maps.egressHash, \State.egressSlots, Set(interfaces.egress.values)),
+        ] {
+            for index in s[keyPath: slotsPath].keys where !keep.contains(index) {
+                let key = UInt32(bitPattern: index)
+                do {
+                    if key < EBPFLayout.ifindexArray {
+                        try array.update(key, EBPFPolicySlots())
+                    } else {
+                        try hash.delete(key)
+                    }
+                    s[keyPath: slotsPath][index] = nil
+                } catch {
+                    logOnce(
+                        "stale:\(array.name):\(index)", "cannot clear the policy of a removed interface",
+                        ["ifindex": "\(index)", "error": "\(error)"], &s)
+                }
+            }
+        }
+    }
+
+    /// Makes the kernel run `program` at `hook` of `index`, checking the
+    /// kernel rather than this process's record. Attaches (creating clsact)
+    /// when the filter is missing or runs another program.
+    /// - Parameter repair: the reconciliation between reloads: a missing
+    ///   filter is a repair (logged as such and counted).
+    /// - Returns: whether it attached.
+    private func ensureAttached(
+        _ name: String, _ index: Int32, _ hook: TrafficControl.Direction, _ program: BPFProgram, repair: Bool,
+        _ s: inout State
+    ) throws(BPFError) -> Bool {
+        let f = filter(index, direction: hook)
+        let ours = hook == .ingress ? s.programIDs.ingress : s.programIDs.egress
+        let current = (try? TrafficControl.attachedProgram(f)) ?? nil
+        if current == ours { return false }
+        let created = current == nil ? try TrafficControl.createClsact(ifindex: index) : false
+        let id = try TrafficControl.attach(program, at: f)
+        let hookName = hook == .ingress ? "ingress" : "egress"
+        var metadata: Logger.Metadata = [
+            "interface": "\(name)", "ifindex": "\(index)", "hook": "\(hookName)", "prog_id": "\(id)",
+        ]
+        let known = hook == .ingress ? s.ingressAttached[name] : s.attached[name]
+        if let other = current {
+            // This process holds the interface's lock: no running qosmapd put it there.
+            metadata["replaced_prog_id"] = "\(other)"
+            logger.notice(
+                "classifier taken over from a qosmapd that is gone (or another program at qosmapd's handle and priority)",
+                metadata: metadata)
+            attachmentMetrics.staleTakenOver.increment()
+        } else if repair {
+            metadata["clsact"] = "\(created ? "created" : "existing")"
+            let why =
+                known == nil
+                ? "the interface appeared"
+                : known != index
+                    ? "the interface came back with another ifindex (was \(known!))"
+                    : "its filter was gone (removed by another tool, or the interface re-created or back from another namespace)"
+            logger.notice("classifier re-attached: \(why)", metadata: metadata)
+            attachmentMetrics.repaired(interface: name, hook: hookName)
+        } else {
+            metadata["clsact"] = "\(created ? "created" : "existing")"
+            logger.info(
+                hook == .ingress ? "802.1p classifier attached at ingress" : "classifier attached",
+                metadata: metadata)
+        }
+        return true
+    }
+
+    /// Logs `message` at error level once until it changes for `key`
+    /// (a failure repeated every second is one line).
+    private func logOnce(_ key: String, _ message: String, _ metadata: Logger.Metadata, _ s: inout State) {
+        let text = "\(message) \(metadata)"
+        guard s.logged[key] != text else { return }
+        s.logged[key] = text
+        logger.error("\(message)", metadata: metadata)
+    }
+
+    /// Puts the kernel in the state the config says, between reloads:
+    /// each configured interface that exists runs this process's classifier
+    /// (re-attached where it is missing or replaced), the interface maps
+    /// hold exactly those interfaces, and with `sweep` no other interface
+    /// carries a qosmapd classifier of a process that is gone. Called every
+    /// second and on rtnetlink link and tc events.
+    func reconcile(sweep: Bool) {
+        state.withLock { s in
+            guard let maps = s.maps, let tables = s.tables, let snapshot = s.snapshot else { return }
+            for lock in s.locks.values { lock.drain() }
+            let interfaces = Self.resolve(snapshot, tables, logMissing: false, logger: logger)
+            if !writePolicies(tables, interfaces, slot: s.active, new: true, maps, &s) { return }
+            for (hook, wanted, program) in [
+                (TrafficControl.Direction.ingress, interfaces.ingress, maps.ingressProgram),
+                (.egress, interfaces.egress, maps.program),
+            ] {
+                for (name, index) in wanted.sorted(by: { $0.key < $1.key }) {
+                    do throws(BPFError) {
+                        _ = try ensureAttached(name, index, hook, program, repair: true, &s)
+                        s.logged["attach:\(name):\(hook.rawValue)"] = nil
+                    } catch {
+                        logOnce(
+                            "attach:\(name):\(hook.rawValue)", "cannot re-attach the classifier",
+                            [
+                                "interface": "\(name)", "ifindex": "\(index)",
+                                "error": "\(error)\(Self.hint(error))",
+                            ],
+                            &s)
+                    }
+                }
+            }
+            for (name, index) in s.attached where interfaces.egress[name] == nil {
+                logger.notice(
+                    "interface gone; its classifier is attached again when it is back",
+                    metadata: ["interface": "\(name)", "ifindex": "\(index)"])
+            }
+            s.attached = interfaces.egress
+            s.ingressAttached = interfaces.ingress
+            removeStalePolicies(interfaces, maps, &s)
+            if sweep {
+                Self.removeStaleClassifiers(
+                    keeping: Set(interfaces.egress.values), Set(interfaces.ingress.values),
+                    ours: [s.programIDs.egress, s.programIDs.ingress], logger: logger,
+                    metrics: attachmentMetrics)
+            }
+        }
+    }
+
+    /// Removes qosmapd's classifier (the filter at ``filterHandle`` and
+    /// ``filterPriority``) from every interface of this namespace except
+    /// `egress` and `ingress` (by ifindex): this process's own where it no
+    /// longer belongs, and another's when no running qosmapd holds that
+    /// interface's ``InterfaceLock`` (a daemon killed, or stopped with
+    /// `detach-on-exit: false`). A classifier whose interface is held by a
+    /// running qosmapd is that daemon's, and stays.
+    /// - Returns: how many were removed.
+    @discardableResult
+    public static func removeStaleClassifiers(
+        keeping egress: Set<Int32> = [], _ ingress: Set<Int32> = [], ours: Set<UInt32> = [], logger: Logger,
+        metrics: AttachmentMetrics
+    ) -> Int {
+        guard let list = if_nameindex() else { return 0 }
+        defer { if_freenameindex(list) }
+        var removed = 0
+        var i = 0
+        while list[i].if_index != 0, i < 65536 {
+            let index = Int32(bitPattern: list[i].if_index)
+            let name = String(cString: list[i].if_name)
+            i += 1
+            for (hook, keep) in [(TrafficControl.Direction.egress, egress), (.ingress, ingress)]
+            where !keep.contains(index) {
+                let f = TrafficControl.Filter(
+                    ifindex: index, direction: hook, handle: filterHandle, priority: filterPriority)
+                guard let id = (try? TrafficControl.attachedProgram(f)) ?? nil else { continue }
+                var metadata: Logger.Metadata = [
+                    "interface": "\(name)", "ifindex": "\(index)",
+                    "hook": "\(hook == .ingress ? "ingress" : "egress")",
+                    "prog_id": "\(id)",
+                ]
+                if !ours.contains(id) {
+                    guard case .acquired = try? InterfaceLock.acquire(name) else { continue }  // a live daemon's
+                }
+                do {
+                    try TrafficControl.detach(f)
+                    removed += 1
+                    if ours.contains(id) {
+                        logger.info(
+                            "classifier detached: the interface is not configured", metadata: metadata)
+                    } else {
+                        metrics.staleRemoved.increment()
+                        logger.notice(
+                            "removed the classifier of a qosmapd that is gone from an interface this config does not name",
+                            metadata: metadata)
+                    }
+                } catch {
+                    metadata["error"] = "\(error)"
+                    logger.error("cannot remove a stale classifier", metadata: metadata)
+                }
+            }
+        }
+        return removed
+    }
+
+    /// Takes the locks of `names` not held yet (one qosmapd per interface).
+    /// - Returns: the names newly locked.
+    /// - Throws: one line naming the interface and the process that holds it.
+    private func lock(_ names: [String], _ s: inout State) throws(EBPFError) -> [String] {
+        var taken: [String] = []
+        for name in names where s.locks[name] == nil {
+            let outcome: InterfaceLock.Outcome
+            do {
+                outcome = try InterfaceLock.acquire(name)
+            } catch {
+                for n in taken { s.locks[n] = nil }
+                throw EBPFError("\(error)")
+            }
+            switch outcome {
+            case .acquired(let l):
+                s.locks[name] = l
+                taken.append(name)
+            case .held(let pid):
+                for n in taken { s.locks[n] = nil }
+                let who = pid.map { "qosmapd pid \($0)" } ?? "another qosmapd"
+                throw EBPFError(
+                    "interface \(name) is managed by \(who) in this network namespace; stop it, or name \(name) in one config only"
+                )
+            }
+        }
+        return taken
     }
 
     private func filter(_ ifindex: Int32, direction: TrafficControl.Direction = .egress)
@@ -371,7 +628,22 @@ public final class EBPFDatapath: Service, Sendable {
                 return false
             }
         }
-        let ok = state.withLock { install(tables, snapshot, &$0) }
+        let ok = state.withLock { s in
+            let taken: [String]
+            do {
+                taken = try lock(snapshot.config.interfaces.keys.sorted(), &s)
+            } catch {
+                logger.error("reload failed; keeping the old tables", metadata: ["error": "\(error)"])
+                return false
+            }
+            guard install(tables, snapshot, &s) else {
+                for name in taken { s.locks[name] = nil }
+                return false
+            }
+            // Detached by install: the interfaces left the config.
+            for name in s.locks.keys where snapshot.config.interfaces[name] == nil { s.locks[name] = nil }
+            return true
+        }
         if ok {
             store.replace(snapshot)
             DNSLearning.shared.committed(snapshot.config, table: snapshot.flows?.dns, logger: logger)
@@ -498,6 +770,7 @@ public final class EBPFDatapath: Service, Sendable {
                 s.ingressAttached = [:]
             }
             s.maps = nil
+            s.locks = [:]
         }
     }
 
@@ -513,10 +786,28 @@ public final class EBPFDatapath: Service, Sendable {
                 "datapath": "ebpf", "interfaces": "\(state.withLock { $0.attached.keys.sorted() })",
                 "domains": "\(snapshot.tables.domains.names)",
             ])
+        // The kernel is the truth: every second, and at once on rtnetlink
+        // link and tc events (an interface re-created, renamed or moved, a
+        // clsact or filter deleted by another tool), the classifiers are put
+        // back where the config wants them. A burst of events is one pass.
+        let (events, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let monitor = LinkMonitor(logger: logger, trafficControl: true) { wake.yield() }
+        monitor.start()
+        let watcher = Task { [self] in
+            for await _ in events {
+                try? await Task.sleep(for: .milliseconds(20))
+                reconcile(sweep: true)
+            }
+        }
         let flusher = Task { [self] in
+            var tick = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 flushCounters()
+                tick += 1
+                // Other interfaces are checked on events and every 10 s: one
+                // query per interface of the namespace.
+                reconcile(sweep: tick % 10 == 0)
             }
         }
         let signals = await UnixSignalsSequence(trapping: .sighup)
@@ -527,6 +818,9 @@ public final class EBPFDatapath: Service, Sendable {
         notifier.stopping()
         flusher.cancel()
         await flusher.value
+        monitor.stop()
+        wake.finish()
+        await watcher.value
         flushCounters()
         stop()
         logger.info("ebpf datapath stopped")

@@ -124,6 +124,9 @@ struct QoSMapD: AsyncParsableCommand {
             }
             return
         }
+        // A classifier that a killed ebpf qosmapd left would mark over this
+        // datapath's work: removed unless a running qosmapd holds its interface.
+        EBPFDatapath.removeStaleClassifiers(logger: logger, metrics: AttachmentMetrics())
         let service = QueueService(
             configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
             notifier: SystemdNotifier(), metricsEndpoint: server)
