@@ -61,13 +61,14 @@ struct ExportConfig: Equatable, MarkingSettings {
     /// `classify:`: flow rules (sets and rules), before trust.
     var classify = FlowRuleSet()
 
-    /// Reads a config file.
+    /// Reads a config file; a read failure names its errno, in qosmapd's
+    /// words (`cannot read config: Is a directory (errno 21)`).
     static func load(path: String) throws -> ExportConfig {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw DataError("\(path):1:1: cannot read config: \(String(cString: strerror(errno)))")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw DataError("\(path):1:1: config is not UTF-8 text")
+        let text: String
+        do {
+            text = try TableLoader.text(atPath: path, what: "config")
+        } catch {
+            throw DataError(error.description)
         }
         return try parse(text, file: path)
     }

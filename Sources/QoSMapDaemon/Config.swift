@@ -80,6 +80,12 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
     /// `classify:` compiled when the file was read (so that limits are
     /// reported in place); nil for a config built in code.
     public var classifier: FlowClassifier?
+    /// The file the config was read from (`<embedded default>` for the
+    /// built-in text), so that errors found after parsing name it too.
+    public var file = "<embedded default>"
+    /// Where `interfaces:` was written (the file's start without one): the
+    /// interfaces as a whole are what exceeds the ebpf datapath's policy limit.
+    public var interfacesPosition = SourcePosition(file: "<embedded default>", line: 1, column: 1)
 
     /// Creates the embedded default configuration.
     public init() {}
@@ -205,16 +211,26 @@ public struct ConfigError: Error, Sendable, CustomStringConvertible {
         diagnostics = [TableDiagnostic(file: file, line: 1, column: 1, message: message)]
     }
 
+    /// Creates an error with one diagnostic at `position`.
+    public init(at position: SourcePosition, _ message: String) {
+        diagnostics = [
+            TableDiagnostic(
+                file: position.file, line: position.line, column: position.column, message: message)
+        ]
+    }
+
     /// One diagnostic per line.
     public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
 }
 
 extension DaemonConfig {
-    /// Reads a config file, refusing one that others may write.
+    /// Reads a config file, refusing one that others may write. A file that
+    /// cannot be read is reported with its errno (`cannot read config:
+    /// Permission denied (errno 13)`), at start and on reload alike.
     public static func load(path: String) throws(ConfigError) -> DaemonConfig {
         var st = stat()
         guard stat(path, &st) == 0 else {
-            throw ConfigError(file: path, "cannot read config: \(String(cString: strerror(errno)))")
+            throw ConfigError([TableLoader.failure(path, "cannot read config", errno: errno)])
         }
         // A world-writable file would let any local user change marking.
         guard st.st_mode & S_IWOTH == 0 else {
@@ -223,11 +239,11 @@ extension DaemonConfig {
                 "config is world-writable (mode \(String(st.st_mode & 0o777, radix: 8))); allowed: not writable by others, e.g. chmod 644"
             )
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigError(file: path, "cannot read config")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw ConfigError(file: path, "config is not UTF-8 text")
+        let text: String
+        do {
+            text = try TableLoader.text(atPath: path, what: "config")
+        } catch {
+            throw ConfigError(error.diagnostics)
         }
         return try parse(text, file: path)
     }
@@ -278,6 +294,8 @@ struct ConfigParser {
 
     mutating func parse(_ text: String) -> DaemonConfig? {
         var config = DaemonConfig()
+        config.file = file
+        config.interfacesPosition = SourcePosition(file: file, line: 1, column: 1)
         let root = yaml.compose(text, allowEmpty: true)
         if yaml.hasErrors { return nil }
         guard let root else { return config }  // an empty file keeps every default
@@ -285,6 +303,10 @@ struct ConfigParser {
             return nil
         }
         classifyNode = pairs.first { $0.2 == "classify" }?.1
+        if let key = pairs.first(where: { $0.2 == "interfaces" })?.0 {
+            config.interfacesPosition = SourcePosition(
+                file: file, line: key.mark.line, column: key.mark.column)
+        }
         for (_, value, key) in pairs where !marking.read(key, value, into: &config) {
             switch key {
             case "queues":

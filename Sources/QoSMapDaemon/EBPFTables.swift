@@ -136,7 +136,7 @@ public struct EBPFTables: Sendable {
         }
         guard ins.count <= EBPFLayout.maxIngress, outs.count <= EBPFLayout.maxEgress else {
             throw ConfigError(
-                file: "config",
+                at: config.interfacesPosition,
                 "datapath ebpf: \(ins.count) ingress and \(outs.count) egress policies; allowed: at most \(EBPFLayout.maxIngress) and \(EBPFLayout.maxEgress) distinct (trust, domain) pairs and outbound domains"
             )
         }
@@ -177,7 +177,7 @@ public struct EBPFTables: Sendable {
         var header = ProbeFrame.ip(ipv6: false, dscp: 0)
         let result = PacketMarker.remark(&header, format: .ip, policy: policy, treatment: t)
         guard result.status == .rewritten || result.status == .unchanged else {
-            throw ConfigError(file: "config", "datapath ebpf: \(t) cannot be marked")
+            throw ConfigError(file: config.file, "datapath ebpf: \(t) cannot be marked")
         }
         return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
     }
@@ -190,7 +190,7 @@ public struct EBPFTables: Sendable {
         var header = ProbeFrame.ip(ipv6: false, dscp: dscp)
         let result = PacketMarker.remark(&header, format: .ip, policy: policy)
         guard result.status == .rewritten || result.status == .unchanged else {
-            throw ConfigError(file: "config", "datapath ebpf: DSCP \(dscp) cannot be classified")
+            throw ConfigError(file: config.file, "datapath ebpf: DSCP \(dscp) cannot be classified")
         }
         return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
     }
@@ -206,7 +206,7 @@ public struct EBPFTables: Sendable {
         var frame = ProbeFrame.tagged(pcp: pcp, dei: dei, ipv6: false)
         let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
         guard result.status == .rewritten || result.status == .unchanged else {
-            throw ConfigError(file: "config", "datapath ebpf: PCP \(pcp) DEI \(dei) cannot be classified")
+            throw ConfigError(file: config.file, "datapath ebpf: PCP \(pcp) DEI \(dei) cannot be classified")
         }
         // The IPv4 TOS byte is at 14 + 4 (tag) + 1.
         return entry(result.treatment, newDSCP: frame[19] >> 2, policy, config)

@@ -59,10 +59,13 @@ public final class PolicySnapshot: Sendable {
             unknown.append(d)
         }
         guard unknown.isEmpty, let base = tables.domains[config.domain] else {
-            throw ConfigError(
-                unknown.isEmpty
-                    ? [TableDiagnostic(file: "config", line: 1, column: 1, message: "unknown domain")]
-                    : unknown)
+            // Without a recorded reference (a config built in code), the file's start.
+            throw unknown.isEmpty
+                ? ConfigError(
+                    file: config.file,
+                    "unknown domain '\(config.domain)'; known domains: \(tables.domains.names.joined(separator: ", "))"
+                )
+                : ConfigError(unknown)
         }
         self.config = config
         self.tables = tables
@@ -86,7 +89,7 @@ public final class PolicySnapshot: Sendable {
                 let compiled = try FlowClassifier(config.classify)
                 flows = FlowRuntime(config.classify, compiled, dns: dns.table(for: config.classify))
             } catch {
-                throw ConfigError(file: "config", "classify: \(error.description)")
+                throw ConfigError(file: config.file, "classify: \(error.description)")
             }
         }
     }

@@ -155,18 +155,26 @@ extension TableLoader {
     /// and only invalid bytes are reported as not UTF-8.
     /// - Throws: ``TableLoadError`` with one diagnostic at `path:1:1`.
     public static func source(atPath path: String) throws(TableLoadError) -> TableSource {
+        TableSource(path: path, text: try text(atPath: path, what: "table file"))
+    }
+
+    /// Reads a whole text file, `what` naming it in errors ("table file",
+    /// "config"): `cannot read config: Is a directory (errno 21)`, or `config
+    /// is not UTF-8 text`, at `path:1:1`. The daemon and the CLI read their
+    /// configs with it too, so that every read failure carries its errno.
+    package static func text(atPath path: String, what: String) throws(TableLoadError) -> String {
         let bytes: [UInt8]
         do {
             bytes = try readFile(path)
         } catch {
-            throw TableLoadError([failure(path, "cannot read table file", errno: error.code)])
+            throw TableLoadError([failure(path, "cannot read \(what)", errno: error.code)])
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw TableLoadError([
-                TableDiagnostic(file: path, line: 1, column: 1, message: "table file is not UTF-8 text")
+                TableDiagnostic(file: path, line: 1, column: 1, message: "\(what) is not UTF-8 text")
             ])
         }
-        return TableSource(path: path, text: text)
+        return text
     }
 
     /// An errno from a failed system call.
@@ -174,7 +182,8 @@ extension TableLoader {
         var code: Int32
     }
 
-    static func failure(_ path: String, _ what: String, errno code: Int32) -> TableDiagnostic {
+    /// `path:1:1: WHAT: strerror (errno N)`, the one wording of a failed read.
+    package static func failure(_ path: String, _ what: String, errno code: Int32) -> TableDiagnostic {
         TableDiagnostic(
             file: path, line: 1, column: 1,
             message: "\(what): \(String(cString: strerror(code))) (errno \(code))")

@@ -229,7 +229,17 @@ struct NFTExportTests {
     @Test func missingConfigIsDataError() {
         let result = qosmapInProcess(["export", "nft", "--config", "/nonexistent/q.yaml"])
         #expect(result.status == 65)
-        #expect(result.err == "/nonexistent/q.yaml:1:1: cannot read config: No such file or directory\n")
+        #expect(
+            result.err == "/nonexistent/q.yaml:1:1: cannot read config: No such file or directory (errno 2)\n"
+        )
+    }
+
+    /// The errno of the read itself (FoundationEssentials' reader left one
+    /// from another call: "Inappropriate ioctl for device" for a directory).
+    @Test func configThatIsADirectoryNamesTheErrno() {
+        let result = qosmapInProcess(["export", "nft", "--config", "/"])
+        #expect(result.status == 65)
+        #expect(result.err == "/:1:1: cannot read config: Is a directory (errno 21)\n")
     }
 
     @Test func ownTableAccepted() {

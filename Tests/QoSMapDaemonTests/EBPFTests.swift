@@ -1,4 +1,5 @@
 import BPFClassifier
+import Foundation
 import QoSMapCore
 import QoSMapTables
 import Testing
@@ -52,6 +53,31 @@ func datapathErrorsArePositioned(text: String, message: String) {
         Issue.record("accepted: \(text)")
     } catch {
         #expect(error.description == message)
+    }
+}
+
+/// More policies than the maps hold: the error names the config file and
+/// the `interfaces:` key, not a placeholder.
+@Test func policyLimitNamesTheFile() throws {
+    let dir = try temporaryDirectory("domains")
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    var text = "datapath: ebpf\nsystem-tables: false\ntables: [\(dir)]\ninterfaces:\n"
+    for i in 1...EBPFLayout.maxEgress + 1 {
+        try "domain: d\(i)\nimport: default\n".write(
+            toFile: "\(dir)/d\(i).yaml", atomically: true, encoding: .utf8)
+        text += "  e\(i): {outbound-domain: d\(i)}\n"
+    }
+    let s = try PolicySnapshot(
+        config: DaemonConfig.parse(text, file: "/etc/qosmap/q.yaml"), generation: 0,
+        systemDirectory: "/nonexistent")
+    do {
+        _ = try EBPFTables(s)
+        Issue.record("\(EBPFLayout.maxEgress + 2) egress policies accepted")
+    } catch {
+        #expect(
+            error.description
+                == "/etc/qosmap/q.yaml:4:1: datapath ebpf: 1 ingress and \(EBPFLayout.maxEgress + 2) egress policies; allowed: at most \(EBPFLayout.maxIngress) and \(EBPFLayout.maxEgress) distinct (trust, domain) pairs and outbound domains"
+        )
     }
 }
 

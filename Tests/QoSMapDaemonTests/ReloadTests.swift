@@ -192,6 +192,50 @@ func systemTablesLoadFirstUnlessTurnedOff(enabled: Bool) throws {
     }
 }
 
+/// What qosmapd reads at start and on SIGHUP (`QueueService.load`): a config
+/// it cannot read is reported with the errno, at `file:1:1`.
+@Test func unreadableConfigNamesTheErrno() throws {
+    let dir = try temporaryDirectory("config")
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    func message(_ path: String) -> String? {
+        do {
+            _ = try QueueService.load(path, generation: 1)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+    #expect(message(dir) == "\(dir):1:1: cannot read config: Is a directory (errno 21)")
+    #expect(
+        message(dir + "/absent.yaml")
+            == "\(dir)/absent.yaml:1:1: cannot read config: No such file or directory (errno 2)")
+    try Data([0x71, 0xFF, 0xFE]).write(to: URL(fileURLWithPath: dir + "/bytes.yaml"))
+    #expect(message(dir + "/bytes.yaml") == "\(dir)/bytes.yaml:1:1: config is not UTF-8 text")
+    // Root reads a mode 000 file; the errno is then checked by tools/e2e/72-metrics-clients.
+    if getuid() != 0 {
+        try "queues: [0]\n".write(toFile: dir + "/locked.yaml", atomically: true, encoding: .utf8)
+        chmod(dir + "/locked.yaml", 0)
+        #expect(
+            message(dir + "/locked.yaml")
+                == "\(dir)/locked.yaml:1:1: cannot read config: Permission denied (errno 13)")
+    }
+}
+
+/// Errors found after parsing name the config's file too.
+@Test func errorsAfterParsingNameTheFile() throws {
+    var config = try DaemonConfig.parse("queues: [0]\n", file: "/etc/qosmap/q.yaml")
+    #expect(config.file == "/etc/qosmap/q.yaml")
+    // A config changed in code after parsing: a domain no file declared.
+    config.domain = "nowhere"
+    do {
+        _ = try PolicySnapshot(config: config, generation: 0, systemDirectory: "/nonexistent")
+        Issue.record("an unknown domain was accepted")
+    } catch {
+        #expect(
+            error.description.hasPrefix("/etc/qosmap/q.yaml:1:1: unknown domain 'nowhere'; known domains: "))
+    }
+}
+
 // MARK: atomic reload (binds real queues: root only)
 
 /// The queue's row in /proc/net/netfilter/nfnetlink_queue (nil when unbound).
