@@ -199,6 +199,85 @@ import Testing
         }
     }
 
+    @Test func connectionsBeyondTheLimitAreClosedAtOnce() async throws {
+        try await serving(maxConnections: 3) { _, _, port in
+            // The probe that found the listener may still hold a place: the
+            // server sees its close when it next reads. A scrape the server
+            // closes gives its place back before the next accept.
+            var quiet = false
+            for _ in 0..<20 where !quiet {
+                let r = try request(
+                    port: port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                quiet = value("qosmapd_metrics_connections_open", in: r) == 1
+                if !quiet { usleep(100_000) }
+            }
+            try #require(quiet)
+            var held: [Int32] = []
+            defer { held.forEach { close($0) } }
+            for _ in 0..<3 {
+                let fd = try connectLoopback(port: port)
+                held.append(fd)
+                try sendAll(fd, "GET /metr")
+            }
+            // Accepted after the three (the backlog is first in, first out),
+            // so it finds every place taken: EOF at once, not at a timeout.
+            let extra = try connectLoopback(port: port)
+            defer { close(extra) }
+            var byte: UInt8 = 0
+            #expect(try withTimeout(extra, seconds: 1) { read(extra, &byte, 1) } == 0)
+            // A place given back serves the next scrape, which counts the refusal.
+            close(held.removeFirst())
+            let (r, refusedScrapes) = try scrapeWithin(seconds: 2, port: port)
+            #expect(value("qosmapd_metrics_connections_refused_total", in: r) == Double(1 + refusedScrapes))
+            // The two still held and the scrape itself.
+            #expect(value("qosmapd_metrics_connections_open", in: r) == 3)
+        }
+    }
+
+    @Test func aTrickledRequestIsClosedAtTheDeadline() async throws {
+        try await serving(idleTimeout: .seconds(10), requestTimeout: .milliseconds(500)) { _, _, port in
+            let fd = try connectLoopback(port: port)
+            defer { close(fd) }
+            try sendAll(fd, "GET /metrics HTTP/1.1\r\n")
+            setTimeout(fd, milliseconds: 100)
+            let start = ContinuousClock.now
+            var closed = false
+            var byte: UInt8 = 0
+            // A header line every 100 ms keeps the idle timeout away; only
+            // the deadline for the whole request can end it.
+            for _ in 0..<30 where !closed {
+                guard (try? sendAll(fd, "X-Slow: 1\r\n")) != nil else {
+                    closed = true
+                    break
+                }
+                let n = read(fd, &byte, 1)
+                closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(closed)
+            #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(2), "closed after \(elapsed)")
+            let r = try request(port: port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(value("qosmapd_metrics_connections_timed_out_total", in: r) == 1)
+        }
+    }
+
+    @Test func eachKeptAliveRequestHasItsOwnDeadline() async throws {
+        try await serving(idleTimeout: .seconds(10), requestTimeout: .milliseconds(600)) { _, _, port in
+            let fd = try connectLoopback(port: port)
+            defer { close(fd) }
+            // Five answers over 1.5 s on one connection: the deadline starts
+            // again at each answer, so only a request that is late is cut.
+            for _ in 0..<5 {
+                try sendAll(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try readOneResponse(fd).status == 200)
+                usleep(300_000)
+            }
+            // Then nothing: closed by the deadline (0.6 s), not the idle timeout (10 s).
+            var byte: UInt8 = 0
+            #expect(try withTimeout(fd, seconds: 2) { read(fd, &byte, 1) } == 0)
+        }
+    }
+
     @Test func runFailsClearlyWhenThePortIsTaken() async throws {
         let holder = try listeningSocket(port: 0)
         defer { close(holder.fd) }
@@ -227,12 +306,15 @@ private let quiet = Logger(label: "metrics-test", factory: { _ in SwiftLogNoOpLo
 /// then shuts it down gracefully and checks that `run()` returned and closed
 /// the listener.
 private func serving(
-    idleTimeout: Duration = .seconds(5),
+    idleTimeout: Duration = .seconds(5), requestTimeout: Duration = .seconds(5), maxConnections: Int = 64,
     _ body: (MetricsServer, PrometheusCollectorRegistry, UInt16) throws -> Void
 ) async throws {
     let registry = PrometheusCollectorRegistry()
     let port = try freePort(excluding: 0)
-    let server = MetricsServer(registry: registry, port: port, logger: quiet, idleTimeout: idleTimeout)
+    let server = MetricsServer(
+        registry: registry, port: port, logger: quiet, idleTimeout: idleTimeout,
+        requestTimeout: requestTimeout,
+        maxConnections: maxConnections)
     try await testGracefulShutdown { trigger in
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
@@ -274,7 +356,11 @@ private func loopbackAddress(port: UInt16) -> sockaddr_in {
 }
 
 private func setTimeout(_ fd: Int32, seconds: Int) {
-    var tv = timeval(tv_sec: seconds, tv_usec: 0)
+    setTimeout(fd, milliseconds: seconds * 1000)
+}
+
+private func setTimeout(_ fd: Int32, milliseconds: Int) {
+    var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
 }
@@ -375,7 +461,11 @@ private func readToEOF(_ fd: Int32) throws -> [UInt8] {
 
 /// Reads one response from a connection the server closes after it.
 private func readResponse(_ fd: Int32) throws -> Response {
-    let raw = try readToEOF(fd)
+    try readResponse(bytes: try readToEOF(fd))
+}
+
+/// Parses one whole response.
+private func readResponse(bytes raw: [UInt8]) throws -> Response {
     let blankLine = Array("\r\n\r\n".utf8)
     guard raw.count >= 4,
         let end = (0...(raw.count - 4)).first(where: { raw[$0..<($0 + 4)].elementsEqual(blankLine) })
@@ -404,6 +494,49 @@ private func request(port: UInt16, _ text: String, timeoutSeconds: Int = 3) thro
     setTimeout(fd, seconds: timeoutSeconds)
     try sendAll(fd, text)
     return try readResponse(fd)
+}
+
+/// Reads one response whose length is its Content-Length, leaving the
+/// connection open (keep-alive).
+private func readOneResponse(_ fd: Int32) throws -> Response {
+    var raw: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    let blankLine = Array("\r\n\r\n".utf8)
+    while raw.count < 4 << 20 {
+        if let end = raw.indices.dropLast(3).first(where: { raw[$0..<($0 + 4)].elementsEqual(blankLine) }) {
+            let head = String(decoding: raw[0..<end], as: UTF8.self).lowercased()
+            let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingPrefix(" ")) }
+            if let length, raw.count >= end + 4 + length {
+                return try readResponse(bytes: Array(raw[0..<(end + 4 + length)]))
+            }
+        }
+        let n = read(fd, &chunk, chunk.count)
+        guard n > 0 else { throw SocketError("read (\(raw.count) bytes so far)") }
+        raw += chunk[0..<n]
+    }
+    throw SocketError("response larger than 4 MiB")
+}
+
+/// A scrape answered within `seconds`, and how many tries were refused
+/// before it (one is retried every 100 ms: a closed connection's place is
+/// given back asynchronously).
+private func scrapeWithin(seconds: Int, port: UInt16) throws -> (Response, refused: Int) {
+    for tries in 0..<(seconds * 10) {
+        if let r = try? request(
+            port: port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeoutSeconds: 1)
+        {
+            return (r, tries)
+        }
+        usleep(100_000)
+    }
+    throw SocketError("no scrape answered within \(seconds) s")
+}
+
+/// The value of the sample `name` (no labels) in a Prometheus text body.
+private func value(_ name: String, in response: Response) -> Double? {
+    response.text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        .flatMap { Double($0.dropFirst(name.count + 1)) }
 }
 
 /// Closes with SO_LINGER 0, so the kernel sends RST instead of FIN.
