@@ -204,14 +204,14 @@ import Testing
             // The probe that found the listener may still hold a place: the
             // server sees its close when it next reads. A scrape the server
             // closes gives its place back before the next accept.
-            var quiet = false
-            for _ in 0..<20 where !quiet {
+            var settled = false
+            for _ in 0..<20 where !settled {
                 let r = try request(
                     port: port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                quiet = value("qosmapd_metrics_connections_open", in: r) == 1
-                if !quiet { usleep(100_000) }
+                settled = value("qosmapd_metrics_connections_open", in: r) == 1
+                if !settled { usleep(100_000) }
             }
-            try #require(quiet)
+            try #require(settled)
             var held: [Int32] = []
             defer { held.forEach { close($0) } }
             for _ in 0..<3 {
