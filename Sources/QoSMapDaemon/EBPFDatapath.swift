@@ -605,7 +605,7 @@ public final class EBPFDatapath: Service, Sendable {
             snapshot = try QueueService.load(configPath, generation: next)
             guard snapshot.config.datapath == .ebpf else {
                 throw ConfigError(
-                    file: configPath ?? "config", "datapath: nfqueue needs a restart of qosmapd")
+                    file: configPath ?? "<embedded default>", "datapath: nfqueue needs a restart of qosmapd")
             }
             tables = try EBPFTables(snapshot)
         } catch {
