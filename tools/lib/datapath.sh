@@ -65,7 +65,13 @@ datapath_stop() {  # NAME
       kill -TERM "$DPID"; for _ in $(seq 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
       kill -0 "$DPID" 2>/dev/null && { fail "qosmapd (pid $DPID) still running 5 s after SIGTERM"; kill -KILL "$DPID"; }
       wait "$DPID" 2>/dev/null; DPID=""
-      [ "$1" = ebpf ] && inr tc filter show dev out1 egress | grep -q . && fail "ebpf: a tc filter is left on out1 after SIGTERM" ;;
+      if [ "$1" = ebpf ]; then
+        local d
+        for d in $(inr ls /sys/class/net); do
+          inr tc filter show dev "$d" egress 2>/dev/null | grep -q "handle 0x7173" \
+            && fail "ebpf: qosmapd's tc filter is left on $d after SIGTERM"
+        done
+      fi ;;
   esac
   return 0
 }

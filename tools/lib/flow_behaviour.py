@@ -120,14 +120,18 @@ def dscps(path, direction, port):
             continue
         l4 = ip[hl:]
         if proto == 6:
-            plen = total - hl - (l4[12] >> 4) * 4
+            l4len = (l4[12] >> 4) * 4
         elif proto == 17:
-            plen = total - hl - 8
+            l4len = 8
         else:
             continue
+        plen = total - hl - l4len
         sp, dp = struct.unpack(">HH", l4[:4])
+        # The payload's first byte tells fastslow's messages apart ("f" or
+        # "s") however TCP cut or coalesced them; "?" beyond the snap length.
+        first = chr(l4[l4len]) if len(l4) > l4len and 33 <= l4[l4len] < 127 else "?"
         if (dp if direction == "to" else sp) == port and plen > 0:
-            print("%.6f %d %d" % (t, plen, dscp))
+            print("%.6f %d %d %s" % (t, plen, dscp, first))
 
 
 if __name__ == "__main__":
