@@ -154,6 +154,9 @@ public final class EBPFDatapath: Service, Sendable {
                 Self.loadFailure(error, release: release, status: Self.ownStatus()),
                 denied: Self.loadDenied(error, release: release))
         }
+        // After the load: a kernel that refuses the program without
+        // CAP_PERFMON (6.1) has said so in the error instead.
+        if let warning = Self.perfmonWarning() { logger.warning("\(warning)") }
         try state.withLock { s throws(EBPFError) in
             s.maps = maps
             do {

@@ -103,7 +103,6 @@ struct QoSMapD: AsyncParsableCommand {
         let server = MetricsServer(registry: registry, port: snapshot.config.metricsPort, logger: logger)
         if snapshot.config.datapath == .ebpf {
             // No queues and no NFQUEUE rules: the tables run in the kernel.
-            if let warning = EBPFDatapath.perfmonWarning() { logger.warning("\(warning)") }
             let datapath = EBPFDatapath(
                 configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
                 notifier: SystemdNotifier(), metricsEndpoint: server)
