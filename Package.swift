@@ -82,6 +82,10 @@ let package = Package(
         .target(
             name: "BPFClassifier",
             dependencies: ["CBPF", .product(name: "SystemPackage", package: "swift-system")]),
+        // tc through rtnetlink: qdiscs, HTB classes and IFB links by ifindex (issue 38).
+        .target(
+            name: "TrafficShaping",
+            dependencies: ["CMnl", .product(name: "SystemPackage", package: "swift-system")]),
 
         // Layer 5: the CLI (commands in a library so tests can drive them) and the daemon.
         .target(
@@ -143,6 +147,12 @@ let package = Package(
         .testTarget(
             name: "BPFClassifierTests",
             dependencies: ["BPFClassifier", .product(name: "SystemPackage", package: "swift-system")]),
+        // QoSMapCore: the HTB plans the tests build in the kernel.
+        .testTarget(
+            name: "TrafficShapingTests",
+            dependencies: [
+                "TrafficShaping", "QoSMapCore", .product(name: "SystemPackage", package: "swift-system"),
+            ]),
         .testTarget(
             name: "QoSMapDaemonTests",
             dependencies: [
