@@ -123,6 +123,14 @@ struct ExportConfig: Equatable, MarkingSettings {
             default: break  // queues, queue, metrics, datapath: the daemon's alone
             }
         }
+        // The export writes marking rules only: queues given to it would
+        // shape nothing, so they are refused rather than silently dropped.
+        for (name, key, _) in r.queueNodes {
+            r.yaml.error(
+                key,
+                "queues of '\(name)' are built by qosmapd only; export nft writes no qdiscs (allowed: a config without queues:)"
+            )
+        }
         if config.markOnly, config.mark == nil { config.mark = .default }
         return config
     }

@@ -59,6 +59,10 @@ package struct MarkingConfigReader {
     /// Where an interface's `trust: 8021p` was written (qosmapd allows it
     /// only with `datapath: ebpf`).
     package var dot1pTrust: [Node] = []
+    /// Each interface's `queues:` value with its key, in file order: qosmapd
+    /// reads them into its queue configs; the export, which builds no
+    /// queues, refuses them rather than ignore them.
+    package var queueNodes: [(interface: String, key: Node, value: Node)] = []
 
     /// Every top-level key of a qosmapd config.
     package static let topKeys = [
@@ -139,9 +143,10 @@ package struct MarkingConfigReader {
         case "interfaces":
             for (_, v, name) in mapping(value, "interfaces", allowed: []) ?? [] {
                 var i = InterfaceMarking()
-                let keys = ["trust", "domain", "inbound-domain", "outbound-domain"]
-                for (_, iv, ik) in mapping(v, "interface '\(name)'", allowed: keys) ?? [] {
+                let keys = ["trust", "domain", "inbound-domain", "outbound-domain", "queues"]
+                for (ikey, iv, ik) in mapping(v, "interface '\(name)'", allowed: keys) ?? [] {
                     switch ik {
+                    case "queues": queueNodes.append((name, ikey, iv))
                     case "trust": i.trust = trust(iv, interface: true)
                     case "domain":
                         let d = domainName(iv, into: &config)

@@ -90,6 +90,14 @@ struct QoSMapD: AsyncParsableCommand {
             print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
+        // Validated by --check, but not built yet: refused rather than run
+        // without the shaping the config asks for.
+        if let (name, queues) = snapshot.config.interfaceQueues.min(by: { $0.key < $1.key }) {
+            writeStandardError(
+                "qosmapd: error: \(queues.position.file):\(queues.position.line):\(queues.position.column): queues of '\(name)' are not built by this qosmapd yet; allowed: a config without queues:\n"
+            )
+            throw ExitCode(65)
+        }
         // Before anything is attached or bound: a daemon that may never open
         // AF_PACKET sockets (a systemd unit without CAP_NET_RAW or without
         // AF_PACKET in RestrictAddressFamilies=) would start with dns: rules

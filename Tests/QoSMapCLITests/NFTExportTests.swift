@@ -168,6 +168,19 @@ struct NFTExportTests {
         #expect(mine == theirs)
     }
 
+    /// The export builds no queues: `queues:` is refused in one line, where
+    /// it was written, not dropped (qosmapd takes the same config).
+    @Test func queuesAreRefused() throws {
+        let yaml = "interfaces:\n  wan0: {queues: {rate: 20mbit}}\n"
+        #expect(try DaemonConfig.parse(yaml, file: "x.yaml").interfaceQueues["wan0"] != nil)
+        #expect {
+            _ = try ExportConfig.parse(yaml, file: "x.yaml")
+        } throws: {
+            "\($0)"
+                == "x.yaml:2:10: queues of 'wan0' are built by qosmapd only; export nft writes no qdiscs (allowed: a config without queues:)"
+        }
+    }
+
     @Test func unknownDomainIsPositioned() throws {
         let config = try ExportConfig.parse("interfaces:\n  eth0: {outbound-domain: nope}\n", file: "x.yaml")
         #expect {

@@ -1,0 +1,101 @@
+import QoSMapCore
+import QoSMapDaemon
+import Testing
+
+@Test func queuesAreReadIntoQueueConfig() throws {
+    let c = try DaemonConfig.parse(
+        """
+        interfaces:
+          wan0:
+            queues:
+              rate: 20mbit
+              scheduling: {ef: pq, AF4: {wfq: 40}, BE: {wfq: 5}}
+              pq-max: 40%
+              replace: true
+          lan0: {queues: {rate: 1gbit, discipline: cake}}
+        """, file: "x.yaml")
+    let wan = try #require(c.interfaceQueues["wan0"])
+    #expect(wan.config.rate == Rate(bitsPerSecond: 20_000_000))
+    #expect(wan.config.scheduling[.af4] == .wfq(weight: 40))
+    #expect(wan.config.scheduling[.be] == .wfq(weight: 5))
+    #expect(wan.config.scheduling[.cs7] == .pq)  // the default fills the rest
+    #expect(wan.config.pqMaxPercent == 40)
+    #expect(wan.config.replace)
+    #expect(wan.config.discipline == .htb)
+    #expect(wan.position == SourcePosition(file: "x.yaml", line: 3, column: 5))
+    let lan = try #require(c.interfaceQueues["lan0"])
+    #expect(lan.config.discipline == .cake(.diffserv8))
+    #expect(!lan.config.replace)
+    #expect(lan.config.pqMaxPercent == QueueConfig.defaultPQMaxPercent)
+    // An interface without queues has none.
+    #expect(try DaemonConfig.parse("interfaces: {eth0: {trust: dscp}}", file: "x").interfaceQueues.isEmpty)
+}
+
+@Test(arguments: [
+    (
+        "interfaces: {wan0: {queues: {rate: 20}}}",
+        "x.yaml:1:36: rate '20' has no unit; allowed: \(Rate.allowedText)"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 20mbits}}}",
+        "x.yaml:1:36: invalid rate '20mbits'; allowed: \(Rate.allowedText)"
+    ),
+    (
+        "interfaces: {wan0: {queues: {pq-max: 40%}}}",
+        "x.yaml:1:29: queues of 'wan0' need a rate; allowed: \(Rate.allowedText)"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 0mbit}}}",
+        "x.yaml:1:36: rate must be more than 0bit; allowed: \(Rate.allowedText)"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 20bit}}}",
+        "x.yaml:1:36: rate 20bit is too low to give every class at least 64bit; allowed: 832bit or more"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, pq-max: 101%}}}",
+        "x.yaml:1:51: pq-max '101%' is out of range; allowed: 1%-100%"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, scheduling: {AF4: {wfq: 0}}}}}",
+        "x.yaml:1:67: invalid wfq weight '0' of AF4; allowed: 1-100"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, scheduling: {EF: pq, ef: {wfq: 3}}}}}",
+        "x.yaml:1:64: EF is scheduled twice; allowed: one of pq or {wfq: WEIGHT} per class"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, scheduling: {XX: pq}}}}",
+        "x.yaml:1:56: unknown service class 'XX'; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, scheduling: {EF: fifo}}}}",
+        "x.yaml:1:60: invalid scheduling 'fifo' for EF; allowed: pq or {wfq: WEIGHT} (WEIGHT 1-100)"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, discipline: hfsc}}}",
+        "x.yaml:1:55: invalid discipline 'hfsc'; allowed: htb, cake"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, burst: 10k}}}",
+        "x.yaml:1:43: unknown key 'burst' in queues of 'wan0'; allowed: rate, ingress-rate, scheduling, pq-max, discipline, replace"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100mbit}}}",
+        "x.yaml:1:57: ingress-rate is not supported yet (no ingress shaping through IFB); allowed: rate (egress) only"
+    ),
+    (
+        "interfaces: {wan0: {queues: {rate: 1mbit, replace: maybe}}}",
+        "x.yaml:1:52: invalid replace flag 'maybe'; allowed: true, false"
+    ),
+])
+func badQueuesAreRefusedInPlace(text: String, message: String) {
+    do {
+        _ = try DaemonConfig.parse(text, file: "x.yaml")
+        Issue.record("accepted: \(text)")
+    } catch {
+        // One line, naming the token and what is allowed.
+        #expect(!error.description.contains("\n"))
+        #expect(error.description.hasPrefix(message), "\(error.description)")
+    }
+}
