@@ -103,7 +103,7 @@ let package = Package(
             name: "QoSMapDaemon",
             dependencies: [
                 "QoSMapCore", "QoSMapTables", "QoSMapPacket", "NFQueue", "BPFClassifier", "QoSMapYAML",
-                "PacketSocket",
+                "PacketSocket", "TrafficShaping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -90,12 +90,14 @@ struct QoSMapD: AsyncParsableCommand {
             print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
-        // Validated by --check, but not built yet: refused rather than run
-        // without the shaping the config asks for.
-        if let (name, queues) = snapshot.config.interfaceQueues.min(by: { $0.key < $1.key }) {
-            writeStandardError(
-                "qosmapd: error: \(queues.position.file):\(queues.position.line):\(queues.position.column): queues of '\(name)' are not built by this qosmapd yet; allowed: a config without queues:\n"
-            )
+        // The egress queues before any packet is marked: an operator's root
+        // qdisc is refused here, in one line, before anything is attached.
+        let egressQueues: EgressQueues
+        do {
+            egressQueues = try EgressQueues(logger: logger)
+            try egressQueues.start(snapshot.config.interfaceQueues)
+        } catch {
+            writeStandardError("qosmapd: error: \(error)\n")
             throw ExitCode(65)
         }
         // Before anything is attached or bound: a daemon that may never open
@@ -116,6 +118,7 @@ struct QoSMapD: AsyncParsableCommand {
                 notifier: SystemdNotifier(), metricsEndpoint: server)
             var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
                 .init(service: datapath), .init(service: server),
+                .init(service: EgressQueueService(queues: egressQueues, store: datapath.store)),
             ]
             services += dnsServices(snapshot, logger)
             var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
@@ -137,8 +140,9 @@ struct QoSMapD: AsyncParsableCommand {
         let service = QueueService(
             configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
             notifier: SystemdNotifier(), metricsEndpoint: server)
+        let queueService = EgressQueueService(queues: egressQueues, store: service.store)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: service), .init(service: server),
+            .init(service: service), .init(service: server), .init(service: queueService),
         ]
         services += dnsServices(snapshot, logger)
         // rules: install (see RuleService): installed before the queues are
@@ -151,6 +155,7 @@ struct QoSMapD: AsyncParsableCommand {
         } catch {
             logger.critical("cannot install NFQUEUE rules", metadata: ["error": "\(error)"])
             rules.remove()
+            queueService.stop()
             throw ExitCode(1)
         }
         services.append(

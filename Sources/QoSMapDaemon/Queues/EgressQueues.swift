@@ -1,0 +1,359 @@
+import Logging
+import QoSMapCore
+import ServiceLifecycle
+import Synchronization
+import TrafficShaping
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A refusal or failure to build an interface's queues, in one line.
+public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
+    /// The line.
+    public let description: String
+}
+
+/// What qosmapd built on one interface.
+struct BuiltQueues {
+    var ifindex: Int32
+    var config: QueueConfig
+}
+
+/// Builds, changes, repairs and removes the egress queues of the interfaces
+/// whose config has `queues:` (issue 38): an HTB tree (``HTBPlan``) or a CAKE
+/// qdisc (``CAKEPlan``) at the root, with handle ``EgressQueues/major``, so
+/// that a root qdisc of any other non-zero handle is the operator's. Not
+/// thread-safe: ``EgressQueueService`` holds it under a lock.
+public final class EgressQueues {
+    /// The major of qosmapd's root qdisc: 0x7173 ("qs"), the handle of
+    /// qosmapd's tc filter too; not 1:, which operators use. Packets reach a
+    /// class through `skb->priority` = `0x7173_00MM`.
+    public static let major: UInt16 = 0x7173
+    /// qosmapd's root handle.
+    public static let rootHandle = QdiscHandle(major: major)
+
+    let shaper: TrafficShaper
+    let logger: Logger
+    var built: [String: BuiltQueues] = [:]
+    /// The config per interface that is wanted (built or not).
+    var wanted: [String: QueueConfig] = [:]
+    /// Whether the kernel has fq_codel; nil until the first leaf is built.
+    var hasFQCodel: Bool?
+    /// Interfaces whose absence or refusal was already logged, so that the
+    /// 1 s check logs once.
+    var reported: Set<String> = []
+
+    /// Opens the rtnetlink socket.
+    /// - Throws: ``EgressQueueError`` when the socket cannot be opened.
+    public init(logger: Logger) throws(EgressQueueError) {
+        do {
+            shaper = try TrafficShaper()
+        } catch {
+            throw EgressQueueError(description: "queues: cannot open rtnetlink: \(error)")
+        }
+        self.logger = logger
+    }
+
+    /// The `skb->priority` that puts `serviceClass` into its queue under
+    /// `config`: the leaf class id (HTB) or the tin's (CAKE), major ``major``.
+    public static func skbPriority(_ serviceClass: ServiceClass, config: QueueConfig) -> UInt32 {
+        if let cake = config.cakePlan(.egress, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
+        // The config was validated: its plan compiles.
+        return (try? config.htbPlan(.egress, major: major))??.skbPriority(serviceClass) ?? 0
+    }
+
+    /// Builds every interface's queues at start; the first refusal or
+    /// failure is thrown (an interface that does not exist yet is built when
+    /// it appears).
+    public func start(_ queues: [String: InterfaceQueues]) throws(EgressQueueError) {
+        wanted = queues.mapValues(\.config)
+        for name in wanted.keys.sorted() {
+            try ensure(name, atStart: true)
+        }
+    }
+
+    /// Applies a reloaded config: changed rates and scheduling as class
+    /// changes, new interfaces built, removed ones' trees deleted. Errors are
+    /// logged; what was built stays.
+    public func apply(_ queues: [String: InterfaceQueues]) {
+        let next = queues.mapValues(\.config)
+        for name in built.keys.sorted() where next[name] == nil {
+            remove(name)
+        }
+        wanted = next
+        for name in next.keys.sorted() {
+            do {
+                if let have = built[name], have.config != next[name]! {
+                    try change(name, from: have, to: next[name]!)
+                } else {
+                    try ensure(name, atStart: false)
+                }
+            } catch {
+                logger.error("queues not changed", metadata: ["interface": "\(name)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The 1 s check: an interface re-created, or whose root qdisc went,
+    /// gets its queues again.
+    public func repair() {
+        for name in wanted.keys.sorted() {
+            do {
+                try ensure(name, atStart: false)
+            } catch {
+                if reported.insert("error \(name)").inserted {
+                    logger.error("queues not built", metadata: ["interface": "\(name)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// Removes every tree qosmapd built (at stop).
+    public func removeAll() {
+        for name in built.keys.sorted() { remove(name) }
+        wanted = [:]
+    }
+
+    /// Builds `name`'s queues unless they are there: a missing interface is
+    /// waited for; an operator's root qdisc is refused unless `replace`.
+    func ensure(_ name: String, atStart: Bool) throws(EgressQueueError) {
+        guard let config = wanted[name] else { return }
+        let ifindex = Int32(bitPattern: if_nametoindex(name))
+        guard ifindex > 0 else {
+            built[name] = nil
+            if reported.insert("absent \(name)").inserted {
+                logger.warning(
+                    "interface absent; its queues are built when it appears",
+                    metadata: ["interface": "\(name)"])
+            }
+            return
+        }
+        reported.remove("absent \(name)")
+        let root = try rootQdisc(ifindex, name)
+        if let have = built[name], have.ifindex == ifindex, let root, root.handle == Self.rootHandle {
+            return  // in place
+        }
+        var mode = ChangeMode.create
+        if let root, root.handle != .unspecified {
+            if root.handle == Self.rootHandle {
+                // Ours, left by a qosmapd that was killed: built again from
+                // nothing (HTB refuses a replace of itself in place, EINVAL
+                // "Change operation not supported by specified qdisc").
+                do {
+                    try shaper.deleteQdisc(ifindex: ifindex, handle: Self.rootHandle)
+                } catch {
+                    throw EgressQueueError(description: "queues of '\(name)': \(error)")
+                }
+            } else if config.replace {
+                mode = .replace
+            } else {
+                throw EgressQueueError(
+                    description:
+                        "queues of '\(name)': the interface has a root qdisc \(root.kind) \(root.handle) that qosmapd did not make; allowed: remove it, or set queues.replace: true to replace it"
+                )
+            }
+        }
+        reported.remove("error \(name)")
+        let why = built[name] == nil && atStart ? "built" : "rebuilt"
+        try build(name, ifindex: ifindex, config: config, mode: mode)
+        built[name] = BuiltQueues(ifindex: ifindex, config: config)
+        logger.info(
+            "queues \(why)",
+            metadata: [
+                "interface": "\(name)", "rate": "\(config.rate)", "discipline": "\(disciplineName(config))",
+                "leaves": "\(leafName(config))",
+                "replaced": "\(root.map { "\($0.kind) \($0.handle)" } ?? "none")",
+            ])
+    }
+
+    func disciplineName(_ config: QueueConfig) -> String {
+        if case .cake = config.discipline { return "cake" }
+        return "htb"
+    }
+
+    func leafName(_ config: QueueConfig) -> String {
+        if case .cake = config.discipline { return "none" }
+        return hasFQCodel == false ? "bfifo" : "fq_codel"
+    }
+
+    func rootQdisc(_ ifindex: Int32, _ name: String) throws(EgressQueueError) -> QdiscInfo? {
+        do {
+            return try shaper.qdiscs(ifindex: ifindex).first { $0.isRoot }
+        } catch {
+            throw EgressQueueError(description: "queues of '\(name)': cannot list qdiscs: \(error)")
+        }
+    }
+
+    /// The root qdisc and, for HTB, every class and leaf.
+    func build(_ name: String, ifindex: Int32, config: QueueConfig, mode: ChangeMode)
+        throws(EgressQueueError)
+    {
+        do {
+            if let cake = config.cakePlan(.egress, major: Self.major) {
+                try shaper.setQdisc(
+                    .cake(CAKEOptions(bandwidthBitsPerSecond: cake.rate.bitsPerSecond, diffserv: .diffserv8)),
+                    ifindex: ifindex, handle: Self.rootHandle, mode: mode)
+                return
+            }
+            guard let plan = try? config.htbPlan(.egress, major: Self.major) else { return }
+            try shaper.setQdisc(
+                .htb(HTBQdiscOptions(defaultClass: plan.defaultClass.minor, rateToQuantum: plan.r2q)),
+                ifindex: ifindex, handle: Self.rootHandle, mode: mode)
+            for node in plan.classes {
+                try shaper.setHTBClass(
+                    options(node), ifindex: ifindex, classID: QdiscHandle(rawValue: node.id.rawValue),
+                    parent: QdiscHandle(rawValue: node.parent.rawValue), mode: .replace)
+            }
+            for serviceClass in ServiceClass.allCases {
+                try setLeaf(plan, serviceClass, ifindex: ifindex, mode: .replace)
+            }
+        } catch {
+            throw EgressQueueError(description: "queues of '\(name)': \(error)")
+        }
+    }
+
+    func options(_ node: HTBPlan.Class) -> HTBClassOptions {
+        HTBClassOptions(
+            rateBitsPerSecond: node.rate.bitsPerSecond, ceilBitsPerSecond: node.ceil.bitsPerSecond,
+            prio: node.prio, quantum: node.quantum)
+    }
+
+    /// A class's leaf: fq_codel, or a bfifo where the kernel has no fq_codel
+    /// (found by trying once: ENOENT, "Specified qdisc kind is unknown"), said
+    /// once.
+    func setLeaf(_ plan: HTBPlan, _ serviceClass: ServiceClass, ifindex: Int32, mode: ChangeMode)
+        throws(TrafficShapingError)
+    {
+        let parent = QdiscHandle(rawValue: plan.leaf(serviceClass).id.rawValue)
+        let handle = QdiscHandle(rawValue: plan.leafQdiscHandle(serviceClass).rawValue)
+        let kinds: QdiscKinds = hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel]
+        let leaf = plan.leaves(available: kinds, colorAware: false)[serviceClass]!
+        switch leaf {
+        case .fqCodel(let codel):
+            do {
+                try shaper.setQdisc(
+                    .fqCodel(
+                        FQCodelOptions(
+                            targetMicroseconds: codel.targetMicroseconds,
+                            intervalMicroseconds: codel.intervalMicroseconds, ecn: codel.ecn)),
+                    ifindex: ifindex, parent: parent, handle: handle, mode: mode)
+                if hasFQCodel == nil {
+                    hasFQCodel = true
+                    logger.info("queue leaves: fq_codel")
+                }
+            } catch  where error.errno.rawValue == ENOENT && hasFQCodel == nil {
+                hasFQCodel = false
+                logger.info(
+                    "queue leaves: bfifo (100 ms of each class's ceil); this kernel has no fq_codel",
+                    metadata: ["kernel": "\(error.kernelMessage ?? "\(error.errno)")"])
+                try setLeaf(plan, serviceClass, ifindex: ifindex, mode: mode)
+            }
+        case .bfifo(let limit):
+            try shaper.setQdisc(
+                .bfifo(limitBytes: limit), ifindex: ifindex, parent: parent, handle: handle, mode: mode)
+        case .gred:
+            break  // not chosen: colorAware is false
+        }
+    }
+
+    /// A reload's change: class changes when the tree keeps its shape (the
+    /// same classes under the same parents), else a rebuild in place.
+    func change(_ name: String, from have: BuiltQueues, to config: QueueConfig) throws(EgressQueueError) {
+        let ifindex = have.ifindex
+        do {
+            if let cake = config.cakePlan(.egress, major: Self.major), case .cake = have.config.discipline {
+                try shaper.setQdisc(
+                    .cake(CAKEOptions(bandwidthBitsPerSecond: cake.rate.bitsPerSecond, diffserv: .diffserv8)),
+                    ifindex: ifindex, handle: Self.rootHandle, mode: .change)
+            } else if let old = try? have.config.htbPlan(.egress, major: Self.major),
+                let new = try? config.htbPlan(.egress, major: Self.major),
+                old.classes.map({ [$0.id, $0.parent] }) == new.classes.map({ [$0.id, $0.parent] })
+            {
+                let before = old.leaves(
+                    available: hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel], colorAware: false)
+                for (node, was) in zip(new.classes, old.classes) where node != was {
+                    try shaper.setHTBClass(
+                        options(node), ifindex: ifindex, classID: QdiscHandle(rawValue: node.id.rawValue),
+                        parent: QdiscHandle(rawValue: node.parent.rawValue), mode: .change)
+                }
+                let after = new.leaves(
+                    available: hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel], colorAware: false)
+                for serviceClass in ServiceClass.allCases where after[serviceClass] != before[serviceClass] {
+                    try setLeaf(new, serviceClass, ifindex: ifindex, mode: .change)
+                }
+            } else {
+                // Another discipline, or classes moved between pq and wfq:
+                // HTB cannot move a class, so the tree is built again.
+                try? shaper.deleteQdisc(ifindex: ifindex, handle: Self.rootHandle)
+                built[name] = nil
+                try build(name, ifindex: ifindex, config: config, mode: .create)
+            }
+        } catch let error as TrafficShapingError {
+            throw EgressQueueError(description: "queues of '\(name)': \(error)")
+        } catch let error as EgressQueueError {
+            throw error
+        } catch {
+            throw EgressQueueError(description: "queues of '\(name)': \(error)")
+        }
+        built[name] = BuiltQueues(ifindex: ifindex, config: config)
+        logger.info(
+            "queues changed",
+            metadata: [
+                "interface": "\(name)", "rate": "\(config.rate)", "discipline": "\(disciplineName(config))",
+            ])
+    }
+
+    /// Deletes qosmapd's root qdisc (with its classes and leaves) from `name`.
+    func remove(_ name: String) {
+        guard let have = built.removeValue(forKey: name) else { return }
+        do {
+            if let root = try shaper.qdiscs(ifindex: have.ifindex).first(where: { $0.isRoot }),
+                root.handle == Self.rootHandle
+            {
+                try shaper.deleteQdisc(ifindex: have.ifindex, handle: Self.rootHandle)
+                logger.info("queues removed", metadata: ["interface": "\(name)"])
+            }
+        } catch {
+            logger.error("queues not removed", metadata: ["interface": "\(name)", "error": "\(error)"])
+        }
+    }
+}
+
+/// Keeps the queues in step with the config in force: polls the store every
+/// 250 ms for a reload (the datapath commits the snapshot, so a bad config
+/// keeps the old queues too) and the kernel every second; removes the trees
+/// at graceful shutdown.
+public final class EgressQueueService: Service, Sendable {
+    let queues: Mutex<EgressQueues>
+    let store: PolicyStore
+
+    /// A service over queues already built by ``EgressQueues/start(_:)``.
+    public init(queues: sending EgressQueues, store: PolicyStore) {
+        self.queues = Mutex(queues)
+        self.store = store
+    }
+
+    /// Removes what was built, for a start that fails after the queues were
+    /// built and before the service ran.
+    public func stop() { queues.withLock { $0.removeAll() } }
+
+    /// Runs until graceful shutdown, then removes what was built.
+    public func run() async throws {
+        var generation = store.snapshot.generation
+        var nextCheck = ContinuousClock.now + .seconds(1)
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let snapshot = store.snapshot
+            if snapshot.generation != generation {
+                generation = snapshot.generation
+                queues.withLock { $0.apply(snapshot.config.interfaceQueues) }
+            }
+            if ContinuousClock.now >= nextCheck {
+                queues.withLock { $0.repair() }
+                nextCheck = .now + .seconds(1)
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        queues.withLock { $0.removeAll() }
+    }
+}
