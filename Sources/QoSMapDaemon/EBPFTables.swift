@@ -115,10 +115,16 @@ public struct EBPFTables: Sendable {
     public init(_ snapshot: PolicySnapshot) throws(ConfigError) {
         let config = snapshot.config
         var ins: [MarkingPolicy] = [snapshot.policy(input: nil, output: nil)]
-        var outs: [DSDomain] = [ins[0].egress]
+        // An egress policy is an outbound domain with or without queues (the
+        // queues' skb priority per class): an interface with queues gets the
+        // class id where `priority: true` would put the PCP.
+        var outs: [(domain: DSDomain, queues: [UInt32]?)] = [(ins[0].egress, nil)]
         for name in config.interfaces.keys.sorted() {
             let i = snapshot.policy(input: name, output: nil)
-            let o = snapshot.policy(input: nil, output: name).egress
+            let o = (
+                domain: snapshot.policy(input: nil, output: name).egress,
+                queues: config.queuePriorities(output: name)
+            )
             let inIndex =
                 ins.firstIndex { $0.trust == i.trust && $0.ingress.name == i.ingress.name }
                 ?? {
@@ -126,7 +132,7 @@ public struct EBPFTables: Sendable {
                     return ins.count - 1
                 }()
             let outIndex =
-                outs.firstIndex { $0.name == o.name }
+                outs.firstIndex { $0.domain.name == o.domain.name && $0.queues == o.queues }
                 ?? {
                     outs.append(o)
                     return outs.count - 1
@@ -144,25 +150,26 @@ public struct EBPFTables: Sendable {
         egressCount = outs.count
         if let f = snapshot.flows { flows = EBPFFlowTables(f, ingress: ins) }
         for (i, inPolicy) in ins.enumerated() {
-            for (o, outDomain) in outs.enumerated() {
+            for (o, (outDomain, queues)) in outs.enumerated() {
                 let policy = MarkingPolicy(
                     trust: inPolicy.trust, ingress: inPolicy.ingress, egress: outDomain)
                 let base = (i * EBPFLayout.maxEgress + o) * EBPFLayout.entriesPerPair
                 // Under trust 8021p these are for untagged packets, which the
                 // engine gives its untrusted fallback.
                 for dscp in 0..<64 {
-                    entries[base + dscp] = try Self.entry(UInt8(dscp), policy, config)
+                    entries[base + dscp] = try Self.entry(UInt8(dscp), policy, config, queues: queues)
                 }
                 // A flow rule's treatment: the packet leaves as one that trust
                 // classified to that cell.
                 for t in Treatment.allCells {
-                    entries[base + EBPFFlowLayout.ruleBase + t.cellIndex] = try Self.entry(t, policy, config)
+                    entries[base + EBPFFlowLayout.ruleBase + t.cellIndex] = try Self.entry(
+                        t, policy, config, queues: queues)
                 }
                 guard inPolicy.trust == .dot1p else { continue }
                 for pcp in 0..<8 {
                     for dei in 0..<2 {
                         entries[base + EBPFLayout.pcpBase + (pcp << 1 | dei)] = try Self.entry(
-                            pcp: UInt8(pcp), dei: dei == 1, policy, config)
+                            pcp: UInt8(pcp), dei: dei == 1, policy, config, queues: queues)
                     }
                 }
             }
@@ -171,35 +178,37 @@ public struct EBPFTables: Sendable {
 
     /// The entry for a packet a flow rule classified as `t`: ``PacketMarker``
     /// remarks a probe with the rule's treatment in place of trust's.
-    static func entry(_ t: Treatment, _ policy: MarkingPolicy, _ config: DaemonConfig) throws(ConfigError)
-        -> EBPFEntry
-    {
+    static func entry(
+        _ t: Treatment, _ policy: MarkingPolicy, _ config: DaemonConfig, queues: [UInt32]? = nil
+    ) throws(ConfigError) -> EBPFEntry {
         var header = ProbeFrame.ip(ipv6: false, dscp: 0)
         let result = PacketMarker.remark(&header, format: .ip, policy: policy, treatment: t)
         guard result.status == .rewritten || result.status == .unchanged else {
             throw ConfigError(file: config.file, "datapath ebpf: \(t) cannot be marked")
         }
-        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
+        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config, queues: queues)
     }
 
     /// One entry, decided by the same engine as the nfqueue path: a minimal
     /// IPv4 header with this DSCP is remarked by ``PacketMarker``.
-    static func entry(_ dscp: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig) throws(ConfigError)
-        -> EBPFEntry
-    {
+    static func entry(
+        _ dscp: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig, queues: [UInt32]? = nil
+    ) throws(ConfigError) -> EBPFEntry {
         var header = ProbeFrame.ip(ipv6: false, dscp: dscp)
         let result = PacketMarker.remark(&header, format: .ip, policy: policy)
         guard result.status == .rewritten || result.status == .unchanged else {
             throw ConfigError(file: config.file, "datapath ebpf: DSCP \(dscp) cannot be classified")
         }
-        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config)
+        return entry(result.treatment, newDSCP: header[1] >> 2, policy, config, queues: queues)
     }
 
     /// The entry for a frame tagged with this PCP and DEI under a trust-8021p
     /// policy: ``PacketMarker`` remarks ``ProbeFrame/tagged(pcp:dei:ipv6:)``
     /// (the classifier, like the engine, carries DEI only from S-tags), and
     /// the DSCP it writes is the entry's.
-    static func entry(pcp: UInt8, dei: Bool, _ policy: MarkingPolicy, _ config: DaemonConfig)
+    static func entry(
+        pcp: UInt8, dei: Bool, _ policy: MarkingPolicy, _ config: DaemonConfig, queues: [UInt32]? = nil
+    )
         throws(ConfigError)
         -> EBPFEntry
     {
@@ -209,20 +218,23 @@ public struct EBPFTables: Sendable {
             throw ConfigError(file: config.file, "datapath ebpf: PCP \(pcp) DEI \(dei) cannot be classified")
         }
         // The IPv4 TOS byte is at 14 + 4 (tag) + 1.
-        return entry(result.treatment, newDSCP: frame[19] >> 2, policy, config)
+        return entry(result.treatment, newDSCP: frame[19] >> 2, policy, config, queues: queues)
     }
 
     /// The actions for a packet classified as `t` whose DSCP the engine set to `newDSCP`.
-    static func entry(_ t: Treatment, newDSCP: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig)
-        -> EBPFEntry
-    {
+    static func entry(
+        _ t: Treatment, newDSCP: UInt8, _ policy: MarkingPolicy, _ config: DaemonConfig,
+        queues: [UInt32]? = nil
+    ) -> EBPFEntry {
         var flags: UInt8 = 0
         if config.rewriteDSCP, !config.markOnly { flags |= EBPFLayout.flagDSCP }
         if config.mark != nil { flags |= EBPFLayout.flagMark }
-        if config.priority { flags |= EBPFLayout.flagPriority }
+        // Queues win over `priority: true` (as on the nfqueue path).
+        if config.priority || queues != nil { flags |= EBPFLayout.flagPriority }
         return EBPFEntry(
             dscp: newDSCP, flags: flags, cell: UInt8(t.cellIndex),
             markValue: config.mark?.value(for: t) ?? 0,
-            markMask: config.mark?.mask ?? 0, priority: UInt32(policy.egress.pcp(for: t).rawValue))
+            markMask: config.mark?.mask ?? 0,
+            priority: queues?[Int(t.serviceClass.rawValue)] ?? UInt32(policy.egress.pcp(for: t).rawValue))
     }
 }

@@ -20,6 +20,9 @@ public struct PacketPipeline {
     private var ingressClasses: [UInt32: UInt16] = [:]
     /// Egress MTUs by ifindex, for GSO packets' segment counts (`classify.flows`).
     private var mtus: [UInt32: Int] = [:]
+    /// The queues' skb priority per service class by egress ifindex (empty:
+    /// no queues there), cached as the policies are.
+    private var queuePriorities: [UInt32: [UInt32]] = [:]
     private let interfaceName: (UInt32) -> String?
     private let links: (() -> Int)?
 
@@ -62,6 +65,7 @@ public struct PacketPipeline {
             names.removeAll(keepingCapacity: true)
             ingressClasses.removeAll(keepingCapacity: true)
             mtus.removeAll(keepingCapacity: true)
+            queuePriorities.removeAll(keepingCapacity: true)
             if snapshot.generation != generation {
                 counts.resetRules(snapshot.flows?.rules.map(\.name) ?? [])
             }
@@ -82,6 +86,16 @@ public struct PacketPipeline {
         let c = name(index).flatMap { flows.classifier.ingressClass[$0] } ?? 0
         ingressClasses[index] = c
         return c
+    }
+
+    /// The skb priority per service class (indexed by raw value) for the
+    /// packet's egress interface, empty when it has no queues; cached.
+    private mutating func queuePriorities(_ packet: QueuedPacket, _ snapshot: PolicySnapshot) -> [UInt32] {
+        let index = packet.outputInterface ?? 0
+        if let p = queuePriorities[index] { return p }
+        let p = name(packet.outputInterface).flatMap { snapshot.config.queuePriorities(output: $0) } ?? []
+        queuePriorities[index] = p
+        return p
     }
 
     /// The egress interface's MTU (``FlowBehaviourTable/assumedMTU`` when unknown), cached.
@@ -191,7 +205,13 @@ public struct PacketPipeline {
         if let encoding = config.mark {
             verdict.mark = encoding.apply(treatment, to: packet.mark ?? 0)
         }
-        if config.priority {
+        // Queues on the egress interface win over `priority: true`: the
+        // field holds one value, and the queue's class id is what the
+        // interface's qdisc reads (a VLAN egress-qos-map can turn it into PCP).
+        let queued = queuePriorities(packet, snapshot)
+        if !queued.isEmpty {
+            verdict.priority = queued[Int(treatment.serviceClass.rawValue)]
+        } else if config.priority {
             verdict.priority = UInt32(policy.egress.pcp(for: treatment).rawValue)
         }
         return verdict

@@ -99,3 +99,36 @@ func badQueuesAreRefusedInPlace(text: String, message: String) {
         #expect(error.description.hasPrefix(message), "\(error.description)")
     }
 }
+
+/// The skb priority of each class is its HTB leaf under qosmapd's major
+/// 0x7173 (EF 7173:15), and only for interfaces with queues.
+@Test func queuePrioritiesAreTheLeafClassIDs() throws {
+    let c = try DaemonConfig.parse("interfaces: {wan0: {queues: {rate: 20mbit}}, lan0: {}}", file: "x")
+    let p = try #require(c.queuePriorities(output: "wan0"))
+    #expect(p[Int(ServiceClass.ef.rawValue)] == 0x7173_0015)
+    #expect(p[Int(ServiceClass.be.rawValue)] == 0x7173_0010)
+    #expect(p[Int(ServiceClass.cs7.rawValue)] == 0x7173_0017)
+    #expect(c.queuePriorities(output: "lan0") == nil)
+    #expect(c.queuePriorities(output: "eth9") == nil)
+}
+
+/// The ebpf tables: an interface with queues has an egress policy of its
+/// own whose entries set skb->priority to the class id, and queues win over
+/// `priority: true`'s PCP; one without keeps the PCP.
+@Test func ebpfEntriesCarryTheQueuePriority() throws {
+    let c = try DaemonConfig.parse(
+        "datapath: ebpf\nactions: {priority: true}\ninterfaces: {wan0: {queues: {rate: 20mbit}}, lan0: {}}\n",
+        file: "x")
+    let s = try PolicySnapshot(config: c, generation: 0)
+    let t = try EBPFTables(s)
+    #expect(t.egressCount == 2)
+    let wan = Int(try #require(t.egress["wan0"]))
+    #expect(t.egress["lan0"] == nil)  // the default policy, 0
+    let ef = 46  // DSCP EF, class EF under the default domain
+    let queued = try #require(t.entries[wan * EBPFLayout.entriesPerPair + ef])
+    #expect(queued.flags & EBPFLayout.flagPriority != 0)
+    #expect(queued.priority == 0x7173_0015)
+    let plain = try #require(t.entries[ef])
+    #expect(plain.flags & EBPFLayout.flagPriority != 0)
+    #expect(plain.priority == 5)  // EF's PCP in the default domain
+}

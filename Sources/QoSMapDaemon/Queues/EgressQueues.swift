@@ -8,6 +8,18 @@ import TrafficShaping
     import Glibc
 #endif
 
+extension DaemonConfig {
+    /// The `skb->priority` of each service class (indexed by its raw value)
+    /// for packets leaving by interface `name`, nil when it has no queues:
+    /// what both daemon datapaths set, in place of `priority: true`'s PCP.
+    public func queuePriorities(output name: String) -> [UInt32]? {
+        guard let queues = interfaceQueues[name] else { return nil }
+        return ServiceClass.allCases.sorted { $0.rawValue < $1.rawValue }.map {
+            EgressQueues.skbPriority($0, config: queues.config)
+        }
+    }
+}
+
 /// A refusal or failure to build an interface's queues, in one line.
 public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
     /// The line.
