@@ -5,12 +5,12 @@ every executable in tools/e2e/ as a test.
 
   echoserver FAM PORT TOS READY      TCP: accept one connection, echo every byte
                                      back with TOS on the socket
-  fastslow FAM ADDR PORT TOS FAST SLOW  TCP client: 1000-byte messages every
-                                     1 ms for FAST s, then a 400-byte message every
+  fastslow FAM ADDR PORT TOS FAST SLOW [MS]  TCP client: 1000-byte messages every
+                                     MS (1) ms for FAST s, then a 400-byte message every
                                      0.25 s for SLOW s (the server echoes each)
   udp FAM ADDR PORT TOS SIZE COUNT   COUNT UDP datagrams of SIZE payload bytes, 20 a second
   dscps PCAP to|from PORT            one line per packet carrying a payload to
-                                     (from) PORT: time payload-length dscp
+                                     (from) PORT: time payload-length dscp first-byte
 """
 import socket
 import struct
@@ -49,7 +49,7 @@ def echoserver(fam, port, tos, ready):
     c.close()
 
 
-def fastslow(fam, addr, port, tos, fast, slow):
+def fastslow(fam, addr, port, tos, fast, slow, ms="1"):
     s = socket.socket(family(fam), socket.SOCK_STREAM)
     set_tos(s, fam, int(tos))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -68,7 +68,7 @@ def fastslow(fam, addr, port, tos, fast, slow):
                 pass
         except BlockingIOError:
             pass
-        nxt += 0.001
+        nxt += float(ms) / 1000
         time.sleep(max(0, nxt - time.monotonic()))
     s.setblocking(True)
     s.settimeout(5)
