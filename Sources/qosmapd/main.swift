@@ -90,16 +90,6 @@ struct QoSMapD: AsyncParsableCommand {
             print("config OK: domains \(snapshot.tables.domains.names.joined(separator: ", "))")
             return
         }
-        // The egress queues before any packet is marked: an operator's root
-        // qdisc is refused here, in one line, before anything is attached.
-        let egressQueues: EgressQueues
-        do {
-            egressQueues = try EgressQueues(logger: logger)
-            try egressQueues.start(snapshot.config.interfaceQueues)
-        } catch {
-            writeStandardError("qosmapd: error: \(error)\n")
-            throw ExitCode(65)
-        }
         // Before anything is attached or bound: a daemon that may never open
         // AF_PACKET sockets (a systemd unit without CAP_NET_RAW or without
         // AF_PACKET in RestrictAddressFamilies=) would start with dns: rules
@@ -107,6 +97,17 @@ struct QoSMapD: AsyncParsableCommand {
         if !snapshot.config.classify.dns.snoop.isEmpty, let problem = DNSSnoopService.startupProblem() {
             writeStandardError("qosmapd: error: \(problem)\n")
             throw ExitCode(77)
+        }
+        // The egress queues before any packet is marked: an operator's root
+        // qdisc is refused here, in one line, before anything is attached,
+        // and after the checks that exit, so that none leaves a tree behind.
+        let egressQueues: EgressQueues
+        do {
+            egressQueues = try EgressQueues(logger: logger)
+            try egressQueues.start(snapshot.config.interfaceQueues)
+        } catch {
+            writeStandardError("qosmapd: error: \(error)\n")
+            throw ExitCode(65)
         }
         // Always built, so that a reload can enable, move or disable it; with
         // port 0 it only waits for shutdown.
