@@ -71,7 +71,7 @@ An output could not be written
 or standard output
 .Pc ;
 one line names the file and the system's reason, such as
-.Dq No space left on device .
+.Dq \&No space left on device .
 The old file is kept and no temporary file is left.
 .El
 .Sh EXAMPLES

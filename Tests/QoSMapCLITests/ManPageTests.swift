@@ -40,4 +40,44 @@ struct ManPageTests {
         #expect(text == "")
         #expect(process.terminationStatus == 0)
     }
+
+    /// Issue 39 item 6: on a macro line mdoc reads a word that is also a
+    /// callable macro's name ("No", "At", "In", "An", "Ad") as that macro, so
+    /// `.Dq No space` rendered "space". Such a word must be escaped (`\&No`).
+    @Test func issue39_noEnglishWordIsReadAsAMacro() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/man").standardized
+        let pages = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter {
+            $0.range(of: #"\.[1-8]$"#, options: .regularExpression) != nil
+        }
+        #expect(pages.contains("qosmap.1"))
+        let enclosures: Set<Substring> = ["Dq", "Sq", "Qq", "Pq", "Ql", "Do", "Po"]
+        let words: Set<Substring> = ["No", "At", "In", "An", "Ad", "Ms"]
+        for page in pages {
+            let text = try String(contentsOf: dir.appendingPathComponent(page), encoding: .utf8)
+            for (n, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            where line.hasPrefix(".") {
+                let tokens = line.dropFirst().split(separator: " ")
+                guard tokens.count > 2, enclosures.contains(tokens[0]) else { continue }
+                #expect(!words.contains(tokens[1]), "\(page):\(n + 1): \(line)")
+            }
+        }
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/mandoc")))
+    func issue39_exitStatusRendersTheSystemReason() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/man/qosmap.1").standardized
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/mandoc")
+        process.arguments = ["-T", "ascii", url.path]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        // mandoc breaks lines: compare with whitespace collapsed.
+        let flat = text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(flat.contains("reason, such as \"No space left on device\"."))
+    }
 }
