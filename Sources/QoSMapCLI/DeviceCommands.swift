@@ -98,7 +98,7 @@ extension QoSMapCommand {
         @Argument(help: "The format: \(DeviceFormat.importable.map(\.rawValue).joined(separator: ", ")).")
         var format: DeviceFormat
 
-        @Argument(help: "The device file.")
+        @Argument(help: "The device file.", completion: .file())
         var file: String
 
         @Option(name: .long, help: "The map (SONiC) or classifier/rewrite-rule name (Junos) to import.")
@@ -112,7 +112,7 @@ extension QoSMapCommand {
 
         @Option(
             name: [.short, .customLong("output")],
-            help: "Write the domain file here (default: standard output).")
+            help: "Write the domain file here (default: standard output).", completion: .file())
         var output: String?
 
         @OptionGroup var tableOptions: TableOptions

@@ -31,22 +31,27 @@ extension QoSMapCommand {
                   qosmap diff intent.yaml junos:pe1.conf
                 """)
 
-        @Argument(help: "The first domain: a name or a table file.")
+        @Argument(help: "The first domain: a name or a table file.", completion: Completions.domainOrFile)
         var a: String
 
-        @Argument(help: "The second domain: a name, a table file, or FORMAT:FILE (sonic, junos).")
+        @Argument(
+            help: "The second domain: a name, a table file, or FORMAT:FILE (sonic, junos).",
+            completion: Completions.domainOrFile)
         var b: String?
 
         @Option(
             name: .long,
-            help: ArgumentHelp("A SONiC config_db JSON to compare with A (in place of B).", valueName: "FILE")
+            help: ArgumentHelp(
+                "A SONiC config_db JSON to compare with A (in place of B).", valueName: "FILE"),
+            completion: .file()
         )
         var sonic: String?
 
         @Option(
             name: .long,
             help: ArgumentHelp(
-                "A Junos class-of-service config to compare with A (in place of B).", valueName: "FILE"))
+                "A Junos class-of-service config to compare with A (in place of B).", valueName: "FILE"),
+            completion: .file())
         var junos: String?
 
         @Option(

@@ -58,7 +58,7 @@ extension QoSMapCommand {
             name: .long,
             help: ArgumentHelp(
                 "A qosmapd config: export its whole marking for the kernel, no daemon needed.",
-                valueName: "FILE"))
+                valueName: "FILE"), completion: .file())
         var config: String?
 
         @Option(

@@ -19,13 +19,15 @@ extension QoSMapCommand {
                   qosmap lint /etc/qosmap/domains.d/edge.yaml --json
                 """)
 
-        @Argument(help: "The domain: a name or a table file (or --config).")
+        @Argument(
+            help: "The domain: a name or a table file (or --config).", completion: Completions.domainOrFile)
         var domain: String?
 
         @Option(
             name: .long,
             help: ArgumentHelp(
-                "A qosmapd config: lint its flow rules (classify:) instead of a domain.", valueName: "FILE"))
+                "A qosmapd config: lint its flow rules (classify:) instead of a domain.", valueName: "FILE"),
+            completion: .file())
         var config: String?
 
         @OptionGroup var tableOptions: TableOptions

@@ -58,14 +58,14 @@ extension QoSMapCommand {
 
         @Option(
             name: .customLong("in"),
-            help: ArgumentHelp("The capture to read (pcap or pcapng).", valueName: "IN"))
+            help: ArgumentHelp("The capture to read (pcap or pcapng).", valueName: "IN"), completion: .file())
         var input: String
 
         @Option(
             name: .customLong("out"),
             help: ArgumentHelp(
                 "The pcap file to write, or - for standard output (the summary then goes to standard error).",
-                valueName: "OUT"))
+                valueName: "OUT"), completion: .file())
         var output: String
 
         @Option(name: .long, help: "The trusted field, or none.")

@@ -240,7 +240,9 @@ extension QoSMapCommand {
                   qosmap validate child.yaml --tables ./base --json
                 """)
 
-        @Argument(help: "Domain files to check (YAML). Directories check every *.yaml in them.")
+        @Argument(
+            help: "Domain files to check (YAML). Directories check every *.yaml in them.", completion: .file()
+        )
         var files: [String]
 
         @OptionGroup var tableOptions: TableOptions

@@ -15,7 +15,8 @@ import QoSMapTables
 /// Where user domains come from: `--tables DIR` and `/etc/qosmap/domains.d/`.
 struct TableOptions: ParsableArguments {
     @Option(
-        name: .long, help: ArgumentHelp("Load user domains from the YAML files in DIR.", valueName: "DIR"))
+        name: .long, help: ArgumentHelp("Load user domains from the YAML files in DIR.", valueName: "DIR"),
+        completion: .directory)
     var tables: [String] = []
 
     @Flag(name: .long, help: "Do not load /etc/qosmap/domains.d/.")
@@ -109,11 +110,37 @@ enum Completions {
     static let domain = CompletionKind.custom { _, _, _ in names(profiles: false) }
     /// The standards profile names.
     static let profile = CompletionKind.custom { _, _, _ in names(profiles: true) }
+    /// A domain given as a name or a table file (`diff`, `lint`): the names,
+    /// then the files and directories that complete the word typed so far,
+    /// since a custom completion replaces the shell's file completion.
+    static let domainOrFile = CompletionKind.custom { _, _, prefix in
+        names(profiles: false) + paths(completing: prefix)
+    }
     /// `--rewrite` fields.
     static let rewrite = CompletionKind.list(RewriteFields.writable.map(\.name) + ["all"])
     /// The first `lookup` argument.
     static let lookupKind = CompletionKind.list(
         Field.allCases.map(\.name) + ["class", "qci", "5qi", "app", "service"])
+
+    /// The entries of `prefix`'s directory whose path starts with `prefix`,
+    /// directories with a trailing `/` so that the next TAB descends.
+    static func paths(completing prefix: String) -> [String] {
+        let slash = prefix.lastIndex(of: "/")
+        let directory = slash.map { String(prefix[...$0]) } ?? ""
+        guard
+            let entries = try? FileManager.default.contentsOfDirectory(
+                atPath: directory.isEmpty ? "." : directory)
+        else { return [] }
+        let typed = prefix.dropFirst(directory.count)
+        return entries.sorted().compactMap { entry in
+            // Hidden entries only when a dot is typed, as the shells do.
+            guard entry.hasPrefix(typed), !entry.hasPrefix(".") || typed.hasPrefix(".") else { return nil }
+            let path = directory + entry
+            var info = stat()
+            let isDirectory = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+            return isDirectory ? path + "/" : path
+        }
+    }
 
     /// Loads quietly: a completion must not print warnings into the shell.
     static func names(profiles: Bool) -> [String] {

@@ -29,7 +29,7 @@ struct QoSMapD: AsyncParsableCommand {
             """,
         version: QoSMapVersion.current)
 
-    @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp("The YAML config file.", valueName: "FILE"), completion: .file())
     var config: String?
 
     @Option(name: .long, help: "The log level.")
