@@ -41,6 +41,22 @@ struct QoSMapD: AsyncParsableCommand {
     @Flag(name: .long, help: "Check the config and tables, then exit (0 if usable, 65 if not).")
     var check = false
 
+    @Flag(
+        name: .long,
+        help: """
+            Remove what a qosmapd that did not stop cleanly left in this network namespace's kernel \
+            (tc filters, iptables chains, egress queues 7173:, nftables tables inet qosmap*), one line each, \
+            then exit; refused (75) while a qosmapd runs here.
+            """)
+    var cleanup = false
+
+    /// --cleanup reads no config: combining it with another mode is a mistake.
+    func validate() throws {
+        if cleanup, check || printDefaultConfig || config != nil {
+            throw ValidationError("--cleanup takes no other option; allowed alone: qosmapd --cleanup")
+        }
+    }
+
     /// Parses and runs; a bad command-line token is one line on stderr and
     /// exit 64, without ArgumentParser's usage block.
     static func main() async {
@@ -66,6 +82,19 @@ struct QoSMapD: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         if printDefaultConfig {
             print(DaemonConfig.embeddedDefault)
+            return
+        }
+        if cleanup {
+            // No config is read: what is left may come from any config.
+            if let running = KernelCleanup.runningDaemon() {
+                writeStandardError("qosmapd: error: --cleanup refused: \(running); stop it first\n")
+                throw ExitCode(75)  // EX_TEMPFAIL: try again once it stopped
+            }
+            let outcome = KernelCleanup.run()
+            for line in outcome.removed { print(line) }
+            for line in outcome.errors { writeStandardError("qosmapd: error: \(line)\n") }
+            if outcome.removed.isEmpty && outcome.errors.isEmpty { print("nothing to remove") }
+            if !outcome.errors.isEmpty { throw ExitCode(1) }
             return
         }
         LoggingSystem.bootstrap { [logLevel] label in
