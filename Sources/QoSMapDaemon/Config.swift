@@ -143,7 +143,9 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
         tables: []               # directories of user domain files (*.yaml), as qosmap --tables
         system-tables: true      # also load /etc/qosmap/domains.d first, as qosmap does (false: --no-system-tables)
         trust: dscp              # default trust: none, dscp, ip-precedence
-        domain: default          # default inbound and outbound domain
+        domain: default          # default inbound and outbound domain; default remarks LE (1) and VA (44)
+                                 # to 0 and CS1 (8) to AF11: on an edge router's WAN (CAKE diffserv tins)
+                                 # use edge-cake, which keeps them (README, "The edge-cake domain")
         interfaces: {}           # NAME: {trust: T, domain: D, inbound-domain: D, outbound-domain: D}
         actions:
           rewrite-dscp: true     # rewrite DSCP in the packet (ECN kept)

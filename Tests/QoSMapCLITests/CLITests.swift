@@ -90,9 +90,12 @@ struct CLITests {
         ),
         (
             ["lookup", "dscp", "1", "--domain", "gold"],
-            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d\n"
+            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d, edge-cake\n"
         ),
-        (["show", "nowhere"], "qosmap: error: unknown domain 'nowhere'; known domains: default, 5p3d\n"),
+        (
+            ["show", "nowhere"],
+            "qosmap: error: unknown domain 'nowhere'; known domains: default, 5p3d, edge-cake\n"
+        ),
         (
             ["show", "default", "--field", "vlan"],
             "qosmap: error: The value 'vlan' is invalid for '--field <field>'. Please provide one of 'dscp', 'ip-precedence', '8021p' or 'exp'.\n"
@@ -135,7 +138,7 @@ struct CLITests {
         #expect(viaFlag.status == 0)
         #expect(viaFlag.out.contains("\"serviceClass\" : \"EF\""))
         let viaSystem = try qosmap(["domains"], environment: ["QOSMAP_DOMAINS_DIR": dir.path])
-        #expect(viaSystem.out.contains("voice    \(dir.path)/voice.yaml  yes"))
+        #expect(viaSystem.out.contains("voice      \(dir.path)/voice.yaml  yes"))
         let validate = try qosmap(["validate", dir.appendingPathComponent("voice.yaml").path])
         #expect(validate.status == 0)
         #expect(validate.out == "1 file(s) valid\n")

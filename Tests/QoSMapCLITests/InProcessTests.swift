@@ -70,7 +70,7 @@ struct InProcessTests {
         ),
         (
             ["export", "nft", "--domain", "gold", "--no-system-tables"],
-            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d\n"
+            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d, edge-cake\n"
         ),
     ])
     func exportUsageErrors(args: [String], message: String) {

@@ -140,7 +140,7 @@ struct PolicyToolsTests {
         ),
         (
             ["explain", "46", "--hop", "dscp@gold"],
-            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d, core, edge\n"
+            "qosmap: error: unknown domain 'gold'; known domains: default, 5p3d, edge-cake, core, edge\n"
         ),
         (["explain", "--all", "46", "--hop", "dscp"], "qosmap: error: give VALUE or --all, not both\n"),
         (

@@ -140,7 +140,8 @@ struct DomainTableTests {
     @Test func editability() {
         #expect(defaultDomain.isEditable)
         #expect(!fiveP3D.isEditable)
-        #expect(builtIn.names == ["default", "5p3d"])
+        #expect(builtIn.names == ["default", "5p3d", "edge-cake"])
+        #expect(builtIn["edge-cake"]?.isEditable == false)
     }
 
     /// Standard PHB code points survive inbound → outbound in the default
@@ -184,7 +185,7 @@ struct DomainTableTests {
         // The domains are compiled to Swift arrays at build time: they must be
         // exactly what the loader makes of the files today.
         #expect(fromDisk.domains.names == EmbeddedTables.domains.map(\.name))
-        #expect(fromDisk.domains.names == ["default", "5p3d"])
+        #expect(fromDisk.domains.names == ["default", "5p3d", "edge-cake"])
         for d in EmbeddedTables.domains {
             let file = try #require(fromDisk.domains[d.name])
             #expect(file == d, "compiled-in domain '\(d.name)' differs from Tables/")

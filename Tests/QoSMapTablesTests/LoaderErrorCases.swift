@@ -54,7 +54,7 @@ let malformedDomainFiles: [(file: String, yaml: String, diagnostic: String)] = [
         domain: mine
         import: defualt
         """,
-        "06-unknown-import.yaml:2:9: unknown domain 'defualt' to import; known domains: default, 5p3d"
+        "06-unknown-import.yaml:2:9: unknown domain 'defualt' to import; known domains: default, 5p3d, edge-cake"
     ),
     (
         "07-unknown-field.yaml",

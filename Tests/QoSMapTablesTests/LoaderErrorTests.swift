@@ -110,7 +110,7 @@ struct LoaderErrorTests {
         #expect(edge.classify(dscp: .cs0) == Treatment(.af1, .yellow))
         #expect(edge.classify(pcp: PCP(truncating: 0)) == Treatment(.be, .yellow))  // from 5p3d via core
         #expect(edge.dropEligibility == .color)
-        #expect(set.domains.names == ["default", "5p3d", "core", "edge"])
+        #expect(set.domains.names == ["default", "5p3d", "edge-cake", "core", "edge"])
     }
 
     @Test func sameDomainInTwoFilesIsRejected() throws {

@@ -26,7 +26,7 @@ struct TableDirectoryTests {
             try TableLoader.sources(inDirectory: dir.path).map(\.path)
                 == ["a.yaml", "b.yml"].map { dir.path + "/" + $0 })
         let set = try TableLoader.load(directories: [dir.path], systemDirectory: nil, profiles: false)
-        #expect(set.domains.names == ["default", "5p3d", "a", "b"])
+        #expect(set.domains.names == ["default", "5p3d", "edge-cake", "a", "b"])
         #expect(set.domains["b"]?.origin == .file(dir.path + "/b.yml"))
         #expect(set.profiles.names.isEmpty)
     }
@@ -45,7 +45,7 @@ struct TableDirectoryTests {
         let absent = system.path + "/absent"
         #expect(
             try TableLoader.load(directories: [], systemDirectory: absent).domains.names == [
-                "default", "5p3d",
+                "default", "5p3d", "edge-cake",
             ])
         let error = try #require(
             throws: TableLoadError.self,
