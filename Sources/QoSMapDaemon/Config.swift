@@ -140,7 +140,8 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
           receive-buffer: 8388608
           no-enobufs: true       # false: receive overruns are reported (ENOBUFS), counted, and survived
           batch-verdicts: true   # equal verdicts without payload share one NFQNL_MSG_VERDICT_BATCH
-        tables: []               # directories of user domain files (*.yaml), as qosmap --tables
+        tables: []               # directories of user domain files (*.yaml), as qosmap --tables;
+                                 # a relative one is read from this file's directory
         system-tables: true      # also load /etc/qosmap/domains.d first, as qosmap does (false: --no-system-tables)
         trust: dscp              # default trust: none, dscp, ip-precedence
         domain: default          # default inbound and outbound domain; default remarks LE (1) and VA (44)

@@ -121,6 +121,17 @@ package struct MarkingConfigReader {
         return seq.compactMap { yaml.scalar($0, what) }
     }
 
+    /// A relative `tables:` directory is the config file's neighbour, as its
+    /// author wrote it, not the working directory's (a daemon started from
+    /// `/` found none). Absolute paths, and configs in the working directory,
+    /// are unchanged.
+    package func besideConfig(_ path: String) -> String {
+        guard !path.isEmpty, !path.hasPrefix("/"), let slash = yaml.file.lastIndex(of: "/") else {
+            return path
+        }
+        return String(yaml.file[...slash]) + path
+    }
+
     /// `ebpf.pcp-carry-mask`: the mark bits that carry PCP and DEI.
     package mutating func carry(_ node: Node) -> PCPCarry? {
         guard let m = yaml.integer(node, "pcp-carry-mask", 1...Int(UInt32.max)) else { return nil }
@@ -136,7 +147,7 @@ package struct MarkingConfigReader {
     package mutating func read<C: MarkingSettings>(_ key: String, _ value: Node, into config: inout C) -> Bool
     {
         switch key {
-        case "tables": config.tables = strings(value, "table directories")
+        case "tables": config.tables = strings(value, "table directories").map(besideConfig)
         case "system-tables": config.systemTables = yaml.bool(value, "system-tables flag") ?? true
         case "trust": config.trust = trust(value) ?? .dscp
         case "domain": config.domain = domainName(value, into: &config) ?? "default"
