@@ -33,6 +33,21 @@ public struct LinkType: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// Linux cooked capture v2, `tcpdump -i any` since libpcap 1.10 (`DLT_LINUX_SLL2`).
     public static let linuxSLL2 = LinkType(rawValue: DLT_LINUX_SLL2)
 
+    /// The type of a savefile whose header's link-type field has bits set
+    /// above the low 16 (the reserved field and the FCS length of the pcap
+    /// format): libpcap 1.10.3 (Debian 12) passes such a field through
+    /// whole, so that `pcap_datalink` said 3145729 for Ethernet and writing
+    /// it failed. The low 16 bits are the type; of the file `LINKTYPE_`
+    /// values qosmap reads only `LINKTYPE_RAW` (101) differs from its `DLT_`.
+    public init(savefileValue raw: Int32) {
+        guard raw & ~0xFFFF != 0 else {
+            self.init(rawValue: raw)
+            return
+        }
+        let linkType = raw & 0xFFFF
+        self.init(rawValue: linkType == 101 ? DLT_RAW : linkType)
+    }
+
     /// libpcap's name for the type (`pcap_datalink_val_to_name`), or the number.
     public var description: String {
         if let lib = try? LibPcap.shared.get(), let name = lib.datalinkName(rawValue) {
@@ -169,7 +184,7 @@ public final class CaptureReader {
     }
 
     /// The link-layer header type (`pcap_datalink`).
-    public var linkType: LinkType { LinkType(rawValue: lib.datalink(handle)) }
+    public var linkType: LinkType { LinkType(savefileValue: lib.datalink(handle)) }
 
     /// The snapshot length (`pcap_snapshot`).
     public var snapshotLength: Int { Int(lib.snapshot(handle)) }
