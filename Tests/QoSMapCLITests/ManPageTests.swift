@@ -80,4 +80,52 @@ struct ManPageTests {
         let flat = text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(flat.contains("reason, such as \"No space left on device\"."))
     }
+
+    /// Issue 39 item 6: qosmapd(8) is a real page: its options, every
+    /// top-level config key of the embedded default, the signals, files,
+    /// metrics and exit codes, and mandoc finds no warning in it.
+    @Test func issue39_qosmapdPage() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/man/qosmapd.1").standardized
+        let page = try String(contentsOf: url, encoding: .utf8)
+        for section in [
+            "SYNOPSIS", "OPTIONS", "CONFIGURATION", "SIGNALS", "METRICS", "FILES", "EXIT STATUS",
+        ] {
+            #expect(page.contains("\n.Sh \(section)\n"), "\(section)")
+        }
+        for code in ["0", "1", "64", "65", "75", "77"] {
+            #expect(page.contains("\n.It \(code)\n"), "exit \(code)")
+        }
+        for option in ["config", "log-level", "check", "print-default-config", "cleanup", "version"] {
+            #expect(page.contains(".It Fl -\(option)"), "--\(option)")
+        }
+        for signal in ["SIGHUP", "SIGTERM , SIGINT"] {
+            #expect(page.contains(".It Dv \(signal)\n"), "\(signal)")
+        }
+        #expect(page.contains("qosmapd_packets_total"))
+        #expect(!page.contains(".Ar subcommand"), "qosmapd has no subcommands")
+        let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let config = try qosmap(
+            ["--print-default-config"], executable: bin.appendingPathComponent("qosmapd").path)
+        let keys = config.out.split(separator: "\n").compactMap { line -> Substring? in
+            guard let first = line.first, first.isLetter, let colon = line.firstIndex(of: ":") else {
+                return nil
+            }
+            return line[..<colon]
+        }
+        #expect(keys.count >= 12, "\(keys)")
+        for key in keys { #expect(page.contains("\n.It Ic \(key)\n"), "config key \(key)") }
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/mandoc") {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/mandoc")
+            process.arguments = ["-T", "lint", "-W", "warning", url.path]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = out
+            try process.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(text == "")
+        }
+    }
 }
