@@ -68,6 +68,7 @@ public final class EgressQueues {
 
     let shaper: TrafficShaper
     let logger: Logger
+    let metrics: QueueMetrics
     /// By device name (an interface, or an IFB of ``ifbName(for:)``).
     var built: [String: BuiltQueues] = [:]
     /// What is wanted per device name (built or not).
@@ -80,13 +81,14 @@ public final class EgressQueues {
 
     /// Opens the rtnetlink socket.
     /// - Throws: ``EgressQueueError`` when the socket cannot be opened.
-    public init(logger: Logger) throws(EgressQueueError) {
+    public init(logger: Logger, metrics: QueueMetrics = QueueMetrics()) throws(EgressQueueError) {
         do {
             shaper = try TrafficShaper()
         } catch {
             throw EgressQueueError(description: "queues: cannot open rtnetlink: \(error)")
         }
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// The `skb->priority` that puts `serviceClass` into its queue under
@@ -165,6 +167,26 @@ public final class EgressQueues {
                 if reported.insert("error \(name)").inserted {
                     logger.error("queues not built", metadata: ["interface": "\(name)", "error": "\(error)"])
                 }
+            }
+        }
+    }
+
+    /// Reads the kernel's counters of every HTB leaf class qosmapd built into
+    /// ``QueueMetrics`` (one class dump per device). CAKE's tins are not
+    /// classes in a dump, so a CAKE tree has no per-class series.
+    public func recordCounters() {
+        for (name, have) in built {
+            guard let want = wanted[name], let classes = try? shaper.classes(ifindex: have.ifindex) else {
+                continue
+            }
+            for c in classes where c.kind == "htb" && c.handle.major == Self.major {
+                guard let stats = c.statistics,
+                    let serviceClass = ServiceClass.allCases.first(where: {
+                        HTBPlan.leafMinor($0) == c.handle.minor
+                    })
+                else { continue }
+                metrics.record(
+                    interface: want.interface, direction: want.direction, serviceClass: serviceClass, stats)
             }
         }
     }
@@ -448,7 +470,10 @@ public final class EgressQueueService: Service, Sendable {
                 queues.withLock { $0.apply(snapshot.config.interfaceQueues) }
             }
             if ContinuousClock.now >= nextCheck {
-                queues.withLock { $0.repair() }
+                queues.withLock {
+                    $0.repair()
+                    $0.recordCounters()
+                }
                 nextCheck = .now + .seconds(1)
             }
             try? await Task.sleep(for: .milliseconds(250))
