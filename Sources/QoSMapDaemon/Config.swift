@@ -287,6 +287,8 @@ struct ConfigParser {
     var carryMaskNode: Node?
     /// Where `classify:` was written.
     var classifyNode: Node?
+    /// Each `ingress-rate:` read, for the datapath check at the end.
+    var ingressRateNodes: [Node] = []
     var yaml: YAMLContext {
         get { marking.yaml }
         set { marking.yaml = newValue }
@@ -422,6 +424,14 @@ struct ConfigParser {
                     position: SourcePosition(file: file, line: key.mark.line, column: key.mark.column))
             }
         }
+        if config.datapath != .ebpf {
+            for node in ingressRateNodes {
+                error(
+                    node,
+                    "ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
+                )
+            }
+        }
         checkRules(config)
         return config
     }
@@ -436,6 +446,7 @@ struct ConfigParser {
         let before = diagnostics.count
         var rate: Rate?
         var rateNode: Node?
+        var ingressRate: Rate?
         var scheduling: [(ServiceClass, QueueScheduling)] = []
         var schedulingNode: Node?
         var pqMax = QueueConfig.defaultPQMaxPercent
@@ -447,14 +458,8 @@ struct ConfigParser {
                 rateNode = v
                 rate = self.rate(v)
             case "ingress-rate":
-                // Read so that a bad token is named as such; then refused, not
-                // ignored: no IFB is built yet.
-                if self.rate(v) != nil {
-                    error(
-                        v,
-                        "ingress-rate is not supported yet (no ingress shaping through IFB); allowed: rate (egress) only"
-                    )
-                }
+                ingressRateNodes.append(v)
+                ingressRate = self.rate(v)
             case "scheduling":
                 schedulingNode = v
                 scheduling = self.scheduling(v)
@@ -486,7 +491,8 @@ struct ConfigParser {
         guard diagnostics.count == before else { return nil }
         do throws(QueueConfigError) {
             return try QueueConfig(
-                rate: rate, scheduling: scheduling, pqMaxPercent: pqMax, discipline: discipline,
+                rate: rate, ingressRate: ingressRate, scheduling: scheduling, pqMaxPercent: pqMax,
+                discipline: discipline,
                 replace: replace)
         } catch {
             // What is left is about the rate (too low, zero) or the scheduling.
