@@ -13,9 +13,9 @@ import TrafficShaping
 /// `qosmapd --cleanup`: removes from this network namespace what a qosmapd
 /// that died without its shutdown (SIGKILL, a crash, a power cut of the
 /// process) left in the kernel, and what `qosmap export nft` loaded: the tc
-/// filters (ebpf datapath), the iptables/ip6tables chains (nfqueue `rules:
-/// install`), the root qdiscs of egress queues (handle 7173:) and the
-/// nftables tables `inet qosmap*`. Each removal is one line; nothing to
+/// filters (ebpf datapath), the IFB devices `qmi-*` of download queues, the
+/// iptables/ip6tables chains (nfqueue `rules: install`), the root qdiscs of
+/// egress queues (handle 7173:) and the nftables tables `inet qosmap*`. Each removal is one line; nothing to
 /// remove is one line too.
 public enum KernelCleanup {
     /// What ``run(runner:)`` did.
@@ -59,6 +59,7 @@ public enum KernelCleanup {
     public static func run(runner: CommandRunner = .system) -> Outcome {
         var outcome = Outcome()
         removeClassifiers(&outcome)
+        removeDownloadIFBs(&outcome)
         removeQueues(&outcome)
         removeRules(runner, &outcome)
         removeNFTTables(runner, &outcome)
@@ -102,6 +103,33 @@ public enum KernelCleanup {
                 } catch {
                     outcome.errors.append("cannot remove the tc filter of \(name) (\(label)): \(error)")
                 }
+            }
+        }
+    }
+
+    /// The IFB devices of download queues (``EgressQueues/ifbName(for:)``:
+    /// `qmi-` and the interface), deleted whole with their qdiscs. Only a
+    /// virtual device of that name counts (sysfs, as this namespace mounts
+    /// it); the ingress classifier that redirected to it is removed above.
+    static func removeDownloadIFBs(_ outcome: inout Outcome) {
+        let ifbs = interfaces().filter {
+            $0.name.hasPrefix("qmi-")
+                && link("/sys/class/net/\($0.name)")?.contains("/devices/virtual/net/") == true
+        }
+        guard !ifbs.isEmpty else { return }
+        let shaper: TrafficShaper
+        do {
+            shaper = try TrafficShaper()
+        } catch {
+            outcome.errors.append("cannot open rtnetlink to remove the IFB devices: \(error)")
+            return
+        }
+        for (index, name) in ifbs {
+            do {
+                try shaper.deleteLink(ifindex: index)
+                outcome.removed.append("removed the download IFB device \(name) (with its queues)")
+            } catch {
+                outcome.errors.append("cannot remove the IFB device \(name): \(error)")
             }
         }
     }

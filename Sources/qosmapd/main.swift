@@ -45,7 +45,7 @@ struct QoSMapD: AsyncParsableCommand {
         name: .long,
         help: """
             Remove what a qosmapd that did not stop cleanly left in this network namespace's kernel \
-            (tc filters, iptables chains, egress queues 7173:, nftables tables inet qosmap*), one line each, \
+            (tc filters, IFBs qmi-*, iptables chains, queues 7173:, nftables tables inet qosmap*), one line each, \
             then exit; refused (75) while a qosmapd runs here.
             """)
     var cleanup = false
