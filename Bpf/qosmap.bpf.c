@@ -862,24 +862,23 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
         }
         struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &key);
         if (e) {
+            // Connection first (ConnectionTable.resolve): the rule the
+            // connection recorded wins over a `connection: true` rule this
+            // packet matches; a matched rule is recorded only for a
+            // connection without one (or whose slot holds another flow).
             __u32 epoch = t->c.epoch & 0xffff;
-            if (r) {
-                __u32 tag = r | epoch << 16;
-                if (e->tag != tag || !qm_same_key(e, k)) {
-                    // Not atomic: two CPUs writing one slot at once for two
-                    // flows may leave a mixed key, which matches no packet of either.
-                    __u64 *q = (__u64 *)e->w;
+            __u32 tag = e->tag;
+            if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
+                // 64 bits wide (qm_wide): spilled with a 64-bit store.
+                r = qm_wide(tag & 0xffff);
+                rb = QM_RULE_BYTE(t, r, in);
+            } else if (r) {
+                // Not atomic: two CPUs writing one slot at once for two
+                // flows may leave a mixed key, which matches no packet of either.
+                __u64 *q = (__u64 *)e->w;
 #pragma unroll
-                    for (int i = 0; i < 5; i++) q[i] = k[i];
-                    e->tag = tag;
-                }
-            } else {
-                __u32 tag = e->tag;
-                if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
-                    // 64 bits wide (qm_wide): spilled with a 64-bit store.
-                    r = qm_wide(tag & 0xffff);
-                    rb = QM_RULE_BYTE(t, r, in);
-                }
+                for (int i = 0; i < 5; i++) q[i] = k[i];
+                e->tag = r | epoch << 16;
             }
         }
     }
