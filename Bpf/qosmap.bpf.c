@@ -1320,8 +1320,11 @@ int qosmap_egress(struct __sk_buff *skb) {
 
 
 // Download shaping (`queues.ingress-rate`), per ingress ifindex: the IFB
-// device that holds the interface's download queues, and the skb priority
-// of each service class there (EgressQueues.skbPriority).
+// device that holds the interface's download queues (for the record: the
+// redirect is qosmapd's u32 filter with act_mirred, the next priority at
+// this hook, since before Linux 6.4 or so an IFB drops what bpf_redirect
+// sends it), and the skb priority of each service class there
+// (EgressQueues.skbPriority).
 struct qm_shape {
     __u32 ifb;
     __u32 prio[8];
@@ -1409,7 +1412,8 @@ static __always_inline __u32 qm_carry(struct __sk_buff *skb) {
 }
 
 // clsact ingress of interfaces that trust 802.1p (the carry above) or shape
-// their download: the packet gets its class's skb priority and goes to the
+// their download: the packet gets its class's skb priority and goes on
+// (TC_ACT_UNSPEC) to qosmapd's mirred filter, which sends it to the
 // interface's IFB, whose queues it leaves by; the IFB hands it back to this
 // interface's receive path, past tc (tc_skip_classify), so it is routed and
 // marked at egress as any other.
@@ -1433,7 +1437,7 @@ int qosmap_ingress(struct __sk_buff *skb) {
     // Laundered: clang knows c < 8 and drops the mask, the verifier's
     // bounds of the division do not.
     skb->priority = sh->prio[qm_launder(c) & 7];
-    return bpf_redirect(sh->ifb, 0);
+    return TC_ACT_UNSPEC;
 }
 
 char LICENSE[] SEC("license") = "GPL";
