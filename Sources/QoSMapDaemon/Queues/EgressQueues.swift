@@ -41,7 +41,7 @@ public final class EgressQueues {
     /// The major of qosmapd's root qdisc: 0x7173 ("qs"), the handle of
     /// qosmapd's tc filter too; not 1:, which operators use. Packets reach a
     /// class through `skb->priority` = `0x7173_00MM`.
-    public static let major: UInt16 = 0x7173
+    public static let major: UInt16 = QueueConfig.qosmapdMajor
     /// qosmapd's root handle.
     public static let rootHandle = QdiscHandle(major: major)
 
@@ -70,9 +70,7 @@ public final class EgressQueues {
     /// The `skb->priority` that puts `serviceClass` into its queue under
     /// `config`: the leaf class id (HTB) or the tin's (CAKE), major ``major``.
     public static func skbPriority(_ serviceClass: ServiceClass, config: QueueConfig) -> UInt32 {
-        if let cake = config.cakePlan(.egress, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
-        // The config was validated: its plan compiles.
-        return (try? config.htbPlan(.egress, major: major))??.skbPriority(serviceClass) ?? 0
+        config.skbPriority(serviceClass, major: major)
     }
 
     /// Builds every interface's queues at start; the first refusal or
