@@ -175,6 +175,7 @@ static __always_inline struct qm_policy *policy(void *array, void *hash, __u32 i
 #define QM_FLOW_SLOTS 65536
 #define QM_MAX_EXT 6  // PacketFlow.maxExtensionHeaders
 #define QM_GEN_RULES 2u  // in qm_gen: the active slot has flow rules
+#define QM_W_NOCOUNT 0x2u  // in qm_rule's `who`: the rule not counted (download shaping)
 
 struct qm_fconf {
     __u32 track;  // a rule keeps per-connection state
@@ -883,11 +884,16 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
         }
     }
     if (!r) return 0;
-    __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
-    struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
-    if (!rc) return 0;
-    rc->packets += 1;  // per-CPU: no atomic needed
-    rc->bytes += bytes;
+    // Download shaping classifies before routing and does not count: the
+    // egress classifier counts the same packet when it leaves. (keep_key is a
+    // constant: the inlined copy has no such branch.)
+    if (!(keep_key && (who & QM_W_NOCOUNT))) {
+        __u32 rk = slot * QM_MAX_RULES + ((r - 1) & (QM_MAX_RULES - 1));
+        struct qm_rcount *rc = bpf_map_lookup_elem(&qm_frcount, &rk);
+        if (!rc) return 0;
+        rc->packets += 1;  // per-CPU: no atomic needed
+        rc->bytes += bytes;
+    }
     // A compare, not `% QM_CELLS` (a multiply, shift, multiply and subtract
     // on the hit's dependency chain: the qm_table index waits for it). The
     // daemon writes cells below QM_CELLS; the guard keeps a bad one in the pair.
@@ -1314,13 +1320,71 @@ int qosmap_egress(struct __sk_buff *skb) {
 }
 
 
+// Download shaping (`queues.ingress-rate`), per ingress ifindex: the IFB
+// device that holds the interface's download queues, and the skb priority
+// of each service class there (EgressQueues.skbPriority).
+struct qm_shape {
+    __u32 ifb;
+    __u32 prio[8];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 256);
+    __type(key, __u32);
+    __type(value, struct qm_shape);
+} qm_shape SEC(".maps");
+
+// The service class of a packet arriving on skb->ifindex, before routing:
+// the interface's ingress policy (trust and domain; the carried 802.1p tag
+// for trust 8021p), then the flow rules and the connections they keep, as
+// qosmap_egress decides it, but without flow behaviour (which counts a flow
+// once, at egress) and without counting rules. The pair's egress policy is
+// 0: the class does not depend on it. `off` is a constant in each copy.
+static __always_inline __u32 qm_shape_class(struct __sk_buff *skb, const __u32 off, __be16 proto,
+                                            __u32 carried) {
+    int v6;
+    if (proto == bpf_htons(ETH_P_IP)) v6 = 0;
+    else if (proto == bpf_htons(ETH_P_IPV6)) v6 = 1;
+    else return 0;
+    void *data = (void *)(long)skb->data;
+    void *end = (void *)(long)skb->data_end;
+    __u8 *hdr = data + off;
+    if ((void *)(hdr + 2) > end || (hdr[0] >> 4) != (v6 ? 6 : 4)) return 0;
+    __u8 tos = v6 ? (__u8)((hdr[0] << 4) | (hdr[1] >> 4)) : hdr[1];
+    __u32 g = QM_READ(qm_gen), slot = g & 1, in = 0;
+    struct qm_policy *p = policy(&qm_ingress, &qm_ingress_hash, skb->ifindex);
+    if (p) in = p->slot[slot];
+    __u32 ingress_class = in >> 16;
+    in &= 0xffff;
+    if (in >= QM_MAX_IN) return 0;
+    __u32 base = (slot * QM_MAX_IN + in) * QM_MAX_OUT * QM_PER_PAIR;
+    __u32 index = base + ((carried & QM_CARRIED) ? QM_PCP_BASE + (carried & 0xf) : (__u32)(tos >> 2));
+    if (g & QM_GEN_RULES) {
+        struct qm_fields f;
+        __builtin_memset(&f, 0, sizeof f);
+        int have = qm_parse_fast(skb, off, v6, &f);
+        if (!have) {
+            __builtin_memset(&f, 0, sizeof f);
+            have = qm_parse_slow(skb, &f, off | v6 << 16);
+        }
+        if (have) {
+            __u32 who = slot | in << 2 | ingress_class << 8 | QM_W_RULES | QM_W_NOCOUNT;
+            index = v6 ? qm_step6(&f, who, skb->len - off, index, base) : qm_step4(&f, who, skb->len - off, index, base);
+        }
+    }
+    struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
+    if (!e) return 0;
+    return (e->cell % QM_CELLS) / 3;  // Treatment.cellIndex: class * 3 + color
+}
+
 // Trust 802.1p: the tag's PCP and DEI into skb->mark's carry bits. The tag
 // is in skb->vlan_tci when the receive path took it out of the data (it
 // always does before tc ingress, unless a driver left it), else in the data.
-SEC("tc")
-int qosmap_ingress(struct __sk_buff *skb) {
+// Returns the carried bits (0: none).
+static __always_inline __u32 qm_carry(struct __sk_buff *skb) {
     const __u32 carry_mask = QM_READ(qm_config.carry_mask);
-    if (!carry_mask) return TC_ACT_OK;
+    if (!carry_mask) return 0;
     __u32 tci, s_tag;
     if (skb->vlan_present) {
         tci = skb->vlan_tci;
@@ -1329,20 +1393,48 @@ int qosmap_ingress(struct __sk_buff *skb) {
         void *data = (void *)(long)skb->data;
         void *end = (void *)(long)skb->data_end;
         struct vlan_hdr_qm *v = data + ETH_HLEN;
-        if ((void *)(v + 1) > end) return TC_ACT_OK;
+        if ((void *)(v + 1) > end) return 0;
         tci = bpf_ntohs(v->tci);
         s_tag = skb->protocol == bpf_htons(ETH_P_8021AD);
     } else {
         // Untagged: no carry, so egress uses the entries by DSCP, which for
         // a trust-8021p policy hold the untrusted fallback.
         skb->mark &= ~carry_mask;
-        return TC_ACT_OK;
+        return 0;
     }
     // Only an S-tag's DEI marks drop eligibility (a C-tag's bit is the old CFI).
     __u32 carried = QM_CARRIED | ((tci >> 13) & 7) << 1 | (s_tag ? (tci >> 12) & 1 : 0);
     __u32 shift = QM_READ(qm_config.carry_shift) & 31;
     skb->mark = (skb->mark & ~carry_mask) | ((carried << shift) & carry_mask);
-    return TC_ACT_OK;
+    return carried;
+}
+
+// clsact ingress of interfaces that trust 802.1p (the carry above) or shape
+// their download: the packet gets its class's skb priority and goes to the
+// interface's IFB, whose queues it leaves by; the IFB hands it back to this
+// interface's receive path, past tc (tc_skip_classify), so it is routed and
+// marked at egress as any other.
+SEC("tc")
+int qosmap_ingress(struct __sk_buff *skb) {
+    __u32 carried = qm_carry(skb);
+    __u32 ifindex = skb->ifindex;
+    struct qm_shape *sh = bpf_map_lookup_elem(&qm_shape, &ifindex);
+    if (!sh) return TC_ACT_OK;
+    __u32 c;
+    __be16 proto = skb->protocol;
+    if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+        // A tag the driver left in the data (one; QinQ's inner packet is BE here).
+        void *data = (void *)(long)skb->data;
+        void *end = (void *)(long)skb->data_end;
+        struct vlan_hdr_qm *v = data + ETH_HLEN;
+        c = (void *)(v + 1) > end ? 0 : qm_shape_class(skb, ETH_HLEN + 4, v->proto, carried);
+    } else {
+        c = qm_shape_class(skb, ETH_HLEN, proto, carried);
+    }
+    // Laundered: clang knows c < 8 and drops the mask, the verifier's
+    // bounds of the division do not.
+    skb->priority = sh->prio[qm_launder(c) & 7];
+    return bpf_redirect(sh->ifb, 0);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -189,7 +189,9 @@ extension QoSMapCommand {
                 )
             }
             // What nft cannot do as qosmapd does is refused, never marked otherwise.
-            let refused = NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
+            let refused =
+                config.ingressRateRefusals
+                + NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
             if !refused.isEmpty { throw DataError(refused.joined(separator: "\n")) }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
@@ -202,6 +204,9 @@ extension QoSMapCommand {
         /// refused in one line (exit 65).
         func exportTC(_ path: String) throws -> String {
             let config = try ExportConfig.load(path: path)
+            if !config.ingressRateRefusals.isEmpty {
+                throw DataError(config.ingressRateRefusals.joined(separator: "\n"))
+            }
             guard !config.queues.isEmpty else {
                 throw DataError(
                     "\(path): no interface has queues:; allowed: a config with interfaces.NAME.queues (rate, scheduling, pq-max, discipline, replace)"

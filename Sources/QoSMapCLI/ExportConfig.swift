@@ -63,6 +63,8 @@ struct ExportConfig: Equatable, MarkingSettings {
     var classify = FlowRuleSet()
     /// Each interface's `queues:`, by interface name.
     var queues: [String: QueueConfig] = [:]
+    /// One positioned line per `queues.ingress-rate`, which the exports refuse.
+    var ingressRateRefusals: [String] = []
 
     /// The `skb->priority` of each service class (by raw value) for packets
     /// leaving by `output`, nil when it has no queues: qosmapd's
@@ -150,6 +152,12 @@ struct ExportConfig: Equatable, MarkingSettings {
         // priorities, `export tc` builds the trees.
         for (name, _, value) in r.queueNodes {
             if let queues = r.queueConfig(value, interface: name) { config.queues[name] = queues }
+        }
+        // Download queues are fed by qosmapd's ebpf ingress classifier through
+        // an IFB: nothing an export can build. Kept for `export` to refuse;
+        // explain and classify read the rest of such a config.
+        config.ingressRateRefusals = r.ingressRateNodes.map {
+            "\(r.yaml.file):\($0.mark.line):\($0.mark.column): ingress-rate (download queues) is built by qosmapd's ebpf datapath only (its tc ingress classifier feeds an IFB); export nft and export tc cannot; allowed: rate (egress) only"
         }
         if config.markOnly, config.mark == nil { config.mark = .default }
         return config

@@ -349,14 +349,17 @@ public struct QueueConfig: Hashable, Sendable {
     /// the daemon's datapaths and of `export nft` name the same classes.
     public static let qosmapdMajor: UInt16 = 0x7173
 
-    /// The `skb->priority` that puts `serviceClass` into its queue under this
-    /// config on a root of major `major`: the HTB leaf's class id, or the
-    /// CAKE tin's (0 in CAKE's besteffort mode, which reads none).
-    public func skbPriority(_ serviceClass: ServiceClass, major: UInt16 = QueueConfig.qosmapdMajor) -> UInt32
-    {
-        if let cake = cakePlan(.egress, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
-        // A config is validated when made: its egress plan compiles.
-        return (try? htbPlan(.egress, major: major))??.skbPriority(serviceClass) ?? 0
+    /// The `skb->priority` that puts `serviceClass` into its queue of
+    /// `direction` under this config on a root of major `major`: the HTB
+    /// leaf's class id, or the CAKE tin's (0 in CAKE's besteffort mode, which
+    /// reads none, and for ingress without `ingressRate`).
+    public func skbPriority(
+        _ serviceClass: ServiceClass, major: UInt16 = QueueConfig.qosmapdMajor,
+        direction: QueueDirection = .egress
+    ) -> UInt32 {
+        if let cake = cakePlan(direction, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
+        // A config is validated when made: its plans compile.
+        return (try? htbPlan(direction, major: major))??.skbPriority(serviceClass) ?? 0
     }
 
     /// The settings CAKE does not apply, when they differ from the defaults

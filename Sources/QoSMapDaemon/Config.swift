@@ -419,6 +419,14 @@ struct ConfigParser {
                     position: SourcePosition(file: file, line: key.mark.line, column: key.mark.column))
             }
         }
+        if config.datapath != .ebpf {
+            for node in marking.ingressRateNodes {
+                error(
+                    node,
+                    "ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
+                )
+            }
+        }
         checkRules(config)
         return config
     }

@@ -61,6 +61,8 @@ public final class EBPFDatapath: Service, Sendable {
         let fslot, frcount, flows: BPFMap
         /// `dns:` rules' learned addresses → group mask (``DNSLearning``).
         let fdns4, fdns6: BPFMap
+        /// `qm_shape`: download shaping, ingress ifindex → ``EBPFShape``.
+        let shape: BPFMap
     }
 
     struct State: Sendable {
@@ -73,6 +75,8 @@ public final class EBPFDatapath: Service, Sendable {
         /// Interface policy numbers written, by ifindex (the active slot's half is kept on reload).
         var ingressSlots: [Int32: EBPFPolicySlots] = [:]
         var egressSlots: [Int32: EBPFPolicySlots] = [:]
+        /// `qm_shape` as written, by ingress ifindex.
+        var shaped: [Int32: EBPFShape] = [:]
         /// Counter sums at the last flush.
         var lastCounts = [UInt64](repeating: 0, count: EBPFLayout.counterEntries)
         /// `qm_bcount` sums at the last flush.
@@ -128,7 +132,7 @@ public final class EBPFDatapath: Service, Sendable {
             ingressProgram: try object.program(named: ingressProgramName),
             fslot: try object.map(named: "qm_fslot"), frcount: try object.map(named: "qm_frcount"),
             flows: try object.map(named: "qm_flows"), fdns4: try object.map(named: "qm_fdns4"),
-            fdns6: try object.map(named: "qm_fdns6"))
+            fdns6: try object.map(named: "qm_fdns6"), shape: try object.map(named: "qm_shape"))
     }
 
     /// Loads the classifier, writes the tables into slot 0 and attaches it
@@ -218,6 +222,7 @@ public final class EBPFDatapath: Service, Sendable {
         }
         let interfaces = Self.resolve(snapshot, tables, logMissing: true, logger: logger)
         guard writePolicies(tables, interfaces, slot: next, new: false, maps, &s) else { return false }
+        writeShaping(snapshot, interfaces, maps, &s)
         // The carry bits: the same in both slots, written before any
         // ingress classifier is attached.
         let mask = snapshot.config.ebpfCarryMask
@@ -305,7 +310,10 @@ public final class EBPFDatapath: Service, Sendable {
             }
             r.egress[name] = index
         }
-        r.ingress = r.egress.filter { snapshot.policy(input: $0.key, output: nil).trust == .dot1p }
+        r.ingress = r.egress.filter {
+            snapshot.policy(input: $0.key, output: nil).trust == .dot1p
+                || snapshot.config.downloadPriorities(input: $0.key) != nil
+        }
         r.policies = r.egress
         for name in (tables.flows?.ingressClass.keys).map(Array.init) ?? [] where r.policies[name] == nil {
             let index = Int32(bitPattern: if_nametoindex(name))
@@ -353,6 +361,43 @@ public final class EBPFDatapath: Service, Sendable {
             s[keyPath: slotsPath] = slots
         }
         return true
+    }
+
+    /// Points each interface with `ingress-rate` at its IFB (``EgressQueues``
+    /// makes it; until it exists the download passes unshaped) with its
+    /// classes' priorities there, and clears every other entry: a packet is
+    /// redirected only to an IFB that existed at the last check (link events
+    /// and the 1 s reconciliation keep this current).
+    private func writeShaping(
+        _ snapshot: PolicySnapshot, _ interfaces: Interfaces, _ maps: Maps, _ s: inout State
+    ) {
+        var want: [Int32: EBPFShape] = [:]
+        for (name, index) in interfaces.ingress {
+            guard let prios = snapshot.config.downloadPriorities(input: name) else { continue }
+            let ifb = if_nametoindex(EgressQueues.ifbName(for: name))
+            if ifb != 0 { want[index] = EBPFShape(ifb: ifb, priorities: prios) }
+        }
+        for (index, value) in want where s.shaped[index] != value {
+            do {
+                try maps.shape.update(UInt32(bitPattern: index), value)
+                s.shaped[index] = value
+                s.logged["shape:\(index)"] = nil
+            } catch {
+                logOnce(
+                    "shape:\(index)", "cannot point the download at its IFB",
+                    ["ifindex": "\(index)", "error": "\(error)"], &s)
+            }
+        }
+        for index in s.shaped.keys where want[index] == nil {
+            do {
+                try maps.shape.delete(UInt32(bitPattern: index))
+                s.shaped[index] = nil
+            } catch {
+                logOnce(
+                    "shape:\(index)", "cannot clear a download's IFB",
+                    ["ifindex": "\(index)", "error": "\(error)"], &s)
+            }
+        }
     }
 
     /// Clears the policies of every ifindex that is no longer a configured
@@ -450,6 +495,7 @@ public final class EBPFDatapath: Service, Sendable {
             for lock in s.locks.values { lock.drain() }
             let interfaces = Self.resolve(snapshot, tables, logMissing: false, logger: logger)
             if !writePolicies(tables, interfaces, slot: s.active, new: true, maps, &s) { return }
+            writeShaping(snapshot, interfaces, maps, &s)
             for (hook, wanted, program) in [
                 (TrafficControl.Direction.ingress, interfaces.ingress, maps.ingressProgram),
                 (.egress, interfaces.egress, maps.program),

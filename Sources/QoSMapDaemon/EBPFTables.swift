@@ -91,6 +91,29 @@ public struct EBPFPolicySlots: BitwiseCopyable, Equatable, Sendable {
     public static func == (a: Self, b: Self) -> Bool { a.slots == b.slots }
 }
 
+/// One `qm_shape` value (`struct qm_shape` in qosmap.bpf.c): the IFB that
+/// holds an interface's download queues, and each service class's skb
+/// priority there (by raw value).
+public struct EBPFShape: BitwiseCopyable, Equatable, Sendable {
+    /// The IFB's ifindex.
+    public var ifb: UInt32
+    /// BE to CS7.
+    public var priorities: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+    /// A value from an ifindex and eight priorities (missing ones 0).
+    public init(ifb: UInt32, priorities p: [UInt32]) {
+        self.ifb = ifb
+        let q = p + [UInt32](repeating: 0, count: max(0, 8 - p.count))
+        priorities = (q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
+    }
+    /// The priorities as an array.
+    public var priorityList: [UInt32] {
+        let p = priorities
+        return [p.0, p.1, p.2, p.3, p.4, p.5, p.6, p.7]
+    }
+    /// Equal fields.
+    public static func == (a: Self, b: Self) -> Bool { a.ifb == b.ifb && a.priorityList == b.priorityList }
+}
+
 /// A ``PolicySnapshot`` compiled for the classifier: every IP trust mode
 /// reduces to a function of the 6 DSCP bits, so each (ingress policy, egress
 /// policy) pair is 64 entries. Ingress policy 0 is the default one, used for

@@ -14,6 +14,7 @@ extension MarkingConfigReader {
         let before = yaml.diagnostics.count
         var rate: Rate?
         var rateNode: Node?
+        var ingressRate: Rate?
         var scheduling: [(ServiceClass, QueueScheduling)] = []
         var schedulingNode: Node?
         var pqMax = QueueConfig.defaultPQMaxPercent
@@ -25,14 +26,9 @@ extension MarkingConfigReader {
                 rateNode = v
                 rate = self.rate(v)
             case "ingress-rate":
-                // Read so that a bad token is named as such; then refused, not
-                // ignored: no IFB is built yet.
-                if self.rate(v) != nil {
-                    yaml.error(
-                        v,
-                        "ingress-rate is not supported yet (no ingress shaping through IFB); allowed: rate (egress) only"
-                    )
-                }
+                // Where it applies (qosmapd's ebpf datapath) is the caller's check.
+                ingressRateNodes.append(v)
+                ingressRate = self.rate(v)
             case "scheduling":
                 schedulingNode = v
                 scheduling = self.scheduling(v)
@@ -64,8 +60,8 @@ extension MarkingConfigReader {
         guard yaml.diagnostics.count == before else { return nil }
         do throws(QueueConfigError) {
             return try QueueConfig(
-                rate: rate, scheduling: scheduling, pqMaxPercent: pqMax, discipline: discipline,
-                replace: replace)
+                rate: rate, ingressRate: ingressRate, scheduling: scheduling, pqMaxPercent: pqMax,
+                discipline: discipline, replace: replace)
         } catch {
             // What is left is about the rate (too low, zero) or the scheduling.
             switch error {

@@ -82,7 +82,11 @@ import Testing
     ),
     (
         "interfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100mbit}}}",
-        "x.yaml:1:57: ingress-rate is not supported yet (no ingress shaping through IFB); allowed: rate (egress) only"
+        "x.yaml:1:57: ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
+    ),
+    (
+        "datapath: ebpf\ninterfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100}}}",
+        "x.yaml:2:57: rate '100' has no unit"
     ),
     (
         "interfaces: {wan0: {queues: {rate: 1mbit, replace: maybe}}}",
@@ -131,4 +135,17 @@ func badQueuesAreRefusedInPlace(text: String, message: String) {
     let plain = try #require(t.entries[ef])
     #expect(plain.flags & EBPFLayout.flagPriority != 0)
     #expect(plain.priority == 5)  // EF's PCP in the default domain
+}
+
+/// `ingress-rate` on the ebpf datapath: read into the config, and its
+/// download priorities are the HTB leaf ids at 0x7173, BE 7173:10 to CS7 7173:17.
+@Test func ingressRateOnEBPFIsRead() throws {
+    let config = try DaemonConfig.parse(
+        "datapath: ebpf\ninterfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100mbit}}}", file: "x.yaml")
+    #expect(config.interfaceQueues["wan0"]?.config.ingressRate?.bitsPerSecond == 100_000_000)
+    #expect(config.downloadPriorities(input: "wan0") == (0..<8).map { 0x7173_0010 + UInt32($0) })
+    #expect(config.downloadPriorities(input: "lan0") == nil)
+    #expect(EgressQueues.ifbName(for: "wan0") == "qmi-wan0")
+    #expect(EgressQueues.ifbName(for: "enp0s31f6.100").utf8.count == 15)
+    #expect(EgressQueues.ifbName(for: "enp0s31f6.100") != EgressQueues.ifbName(for: "enp0s31f6.101"))
 }

@@ -20,16 +20,37 @@ extension DaemonConfig {
     }
 }
 
+extension DaemonConfig {
+    /// The `skb->priority` of each service class (by raw value) in the
+    /// download queues of interface `name` (`ingress-rate`), nil without them:
+    /// what the ebpf ingress classifier sets before the IFB.
+    public func downloadPriorities(input name: String) -> [UInt32]? {
+        guard let queues = interfaceQueues[name], queues.config.ingressRate != nil else { return nil }
+        return ServiceClass.allCases.sorted { $0.rawValue < $1.rawValue }.map {
+            EgressQueues.skbPriority($0, config: queues.config, direction: .ingress)
+        }
+    }
+}
+
 /// A refusal or failure to build an interface's queues, in one line.
 public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
     /// The line.
     public let description: String
 }
 
-/// What qosmapd built on one interface.
+/// What qosmapd built on one device.
 struct BuiltQueues {
     var ifindex: Int32
     var config: QueueConfig
+}
+
+/// The queues wanted on one device: an interface's egress, or the download
+/// of an interface with `ingress-rate`, on the IFB device qosmapd makes for it.
+struct WantedQueues: Equatable {
+    var config: QueueConfig
+    var direction: QueueDirection
+    /// The configured interface (for ``QueueDirection/ingress``, the one whose download the IFB shapes).
+    var interface: String
 }
 
 /// Builds, changes, repairs and removes the egress queues of the interfaces
@@ -47,9 +68,11 @@ public final class EgressQueues {
 
     let shaper: TrafficShaper
     let logger: Logger
+    let metrics: QueueMetrics
+    /// By device name (an interface, or an IFB of ``ifbName(for:)``).
     var built: [String: BuiltQueues] = [:]
-    /// The config per interface that is wanted (built or not).
-    var wanted: [String: QueueConfig] = [:]
+    /// What is wanted per device name (built or not).
+    var wanted: [String: WantedQueues] = [:]
     /// Whether the kernel has fq_codel; nil until the first leaf is built.
     var hasFQCodel: Bool?
     /// Interfaces whose absence or refusal was already logged, so that the
@@ -58,26 +81,53 @@ public final class EgressQueues {
 
     /// Opens the rtnetlink socket.
     /// - Throws: ``EgressQueueError`` when the socket cannot be opened.
-    public init(logger: Logger) throws(EgressQueueError) {
+    public init(logger: Logger, metrics: QueueMetrics = QueueMetrics()) throws(EgressQueueError) {
         do {
             shaper = try TrafficShaper()
         } catch {
             throw EgressQueueError(description: "queues: cannot open rtnetlink: \(error)")
         }
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// The `skb->priority` that puts `serviceClass` into its queue under
     /// `config`: the leaf class id (HTB) or the tin's (CAKE), major ``major``.
-    public static func skbPriority(_ serviceClass: ServiceClass, config: QueueConfig) -> UInt32 {
-        config.skbPriority(serviceClass, major: major)
+    public static func skbPriority(
+        _ serviceClass: ServiceClass, config: QueueConfig, direction: QueueDirection = .egress
+    ) -> UInt32 {
+        config.skbPriority(serviceClass, major: major, direction: direction)
+    }
+
+    /// The IFB device that holds the download queues of `interface`
+    /// (`ingress-rate`): `qmi-` and the name, or for a name longer than 11
+    /// characters its first 6 and a hash of it (IFNAMSIZ is 16).
+    public static func ifbName(for interface: String) -> String {
+        if interface.utf8.count <= 11 { return "qmi-" + interface }
+        var h: UInt32 = 2_166_136_261  // FNV-1a: stable across runs and builds
+        for b in interface.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
+        let hex = String(h & 0xFFFF, radix: 16)
+        return "qmi-" + String(interface.prefix(6)) + "-" + String(repeating: "0", count: 4 - hex.count) + hex
+    }
+
+    /// The devices `queues` asks for: each interface's egress, and the IFB of
+    /// each that has `ingress-rate`.
+    static func wants(_ queues: [String: InterfaceQueues]) -> [String: WantedQueues] {
+        var r: [String: WantedQueues] = [:]
+        for (name, q) in queues {
+            r[name] = WantedQueues(config: q.config, direction: .egress, interface: name)
+            if q.config.ingressRate != nil {
+                r[ifbName(for: name)] = WantedQueues(config: q.config, direction: .ingress, interface: name)
+            }
+        }
+        return r
     }
 
     /// Builds every interface's queues at start; the first refusal or
     /// failure is thrown (an interface that does not exist yet is built when
     /// it appears).
     public func start(_ queues: [String: InterfaceQueues]) throws(EgressQueueError) {
-        wanted = queues.mapValues(\.config)
+        wanted = Self.wants(queues)
         for name in wanted.keys.sorted() {
             try ensure(name, atStart: true)
         }
@@ -87,14 +137,14 @@ public final class EgressQueues {
     /// changes, new interfaces built, removed ones' trees deleted. Errors are
     /// logged; what was built stays.
     public func apply(_ queues: [String: InterfaceQueues]) {
-        let next = queues.mapValues(\.config)
-        for name in built.keys.sorted() where next[name] == nil {
+        let next = Self.wants(queues)
+        for name in Set(built.keys).union(wanted.keys).sorted() where next[name] == nil {
             remove(name)
         }
         wanted = next
         for name in next.keys.sorted() {
             do {
-                if let have = built[name], have.config != next[name]! {
+                if let have = built[name], have.config != next[name]!.config {
                     try change(name, from: have, to: next[name]!)
                 } else {
                     try ensure(name, atStart: false)
@@ -119,17 +169,41 @@ public final class EgressQueues {
         }
     }
 
+    /// Reads the kernel's counters of every HTB leaf class qosmapd built into
+    /// ``QueueMetrics`` (one class dump per device). CAKE's tins are not
+    /// classes in a dump, so a CAKE tree has no per-class series.
+    public func recordCounters() {
+        for (name, have) in built {
+            guard let want = wanted[name], let classes = try? shaper.classes(ifindex: have.ifindex) else {
+                continue
+            }
+            for c in classes where c.kind == "htb" && c.handle.major == Self.major {
+                guard let stats = c.statistics,
+                    let serviceClass = ServiceClass.allCases.first(where: {
+                        HTBPlan.leafMinor($0) == c.handle.minor
+                    })
+                else { continue }
+                metrics.record(
+                    interface: want.interface, direction: want.direction, serviceClass: serviceClass, stats)
+            }
+        }
+    }
+
     /// Removes every tree qosmapd built (at stop).
     public func removeAll() {
-        for name in built.keys.sorted() { remove(name) }
+        for name in Set(built.keys).union(wanted.keys).sorted() { remove(name) }
         wanted = [:]
     }
 
     /// Builds `name`'s queues unless they are there: a missing interface is
     /// waited for; an operator's root qdisc is refused unless `replace`.
     func ensure(_ name: String, atStart: Bool) throws(EgressQueueError) {
-        guard let config = wanted[name] else { return }
-        let ifindex = Int32(bitPattern: if_nametoindex(name))
+        guard let want = wanted[name] else { return }
+        let config = want.config
+        var ifindex = Int32(bitPattern: if_nametoindex(name))
+        if ifindex == 0, want.direction == .ingress {
+            ifindex = try createIFB(name, for: want.interface)
+        }
         guard ifindex > 0 else {
             built[name] = nil
             if reported.insert("absent \(name)").inserted {
@@ -166,15 +240,34 @@ public final class EgressQueues {
         }
         reported.remove("error \(name)")
         let why = built[name] == nil && atStart ? "built" : "rebuilt"
-        try build(name, ifindex: ifindex, config: config, mode: mode)
+        try build(name, ifindex: ifindex, config: config, direction: want.direction, mode: mode)
         built[name] = BuiltQueues(ifindex: ifindex, config: config)
         logger.info(
             "queues \(why)",
             metadata: [
-                "interface": "\(name)", "rate": "\(config.rate)", "discipline": "\(disciplineName(config))",
+                "interface": "\(name)", "direction": "\(want.direction.rawValue)",
+                "rate": "\(config.rate(want.direction) ?? config.rate)",
+                "discipline": "\(disciplineName(config))",
                 "leaves": "\(leafName(config))",
                 "replaced": "\(root.map { "\($0.kind) \($0.handle)" } ?? "none")",
             ])
+    }
+
+    /// Creates the IFB `name` for `interface`'s download, up; an existing
+    /// device of that name is the IFB a killed qosmapd left (it is reused).
+    func createIFB(_ name: String, for interface: String) throws(EgressQueueError) -> Int32 {
+        do {
+            let index = try shaper.createIFB(named: name)
+            try shaper.setLink(ifindex: index, up: true)
+            logger.info(
+                "ifb created for the download", metadata: ["interface": "\(interface)", "ifb": "\(name)"])
+            return index
+        } catch {
+            throw EgressQueueError(
+                description:
+                    "ingress-rate of '\(interface)': cannot create the IFB device \(name): \(error)\(error.errno.rawValue == EOPNOTSUPP ? " (this kernel has no ifb)" : "")"
+            )
+        }
     }
 
     func disciplineName(_ config: QueueConfig) -> String {
@@ -196,17 +289,19 @@ public final class EgressQueues {
     }
 
     /// The root qdisc and, for HTB, every class and leaf.
-    func build(_ name: String, ifindex: Int32, config: QueueConfig, mode: ChangeMode)
+    func build(
+        _ name: String, ifindex: Int32, config: QueueConfig, direction: QueueDirection, mode: ChangeMode
+    )
         throws(EgressQueueError)
     {
         do {
-            if let cake = config.cakePlan(.egress, major: Self.major) {
+            if let cake = config.cakePlan(direction, major: Self.major) {
                 try shaper.setQdisc(
                     .cake(CAKEOptions(bandwidthBitsPerSecond: cake.rate.bitsPerSecond, diffserv: .diffserv8)),
                     ifindex: ifindex, handle: Self.rootHandle, mode: mode)
                 return
             }
-            guard let plan = try? config.htbPlan(.egress, major: Self.major) else { return }
+            guard let plan = try? config.htbPlan(direction, major: Self.major) else { return }
             try shaper.setQdisc(
                 .htb(HTBQdiscOptions(defaultClass: plan.defaultClass.minor, rateToQuantum: plan.r2q)),
                 ifindex: ifindex, handle: Self.rootHandle, mode: mode)
@@ -269,15 +364,16 @@ public final class EgressQueues {
 
     /// A reload's change: class changes when the tree keeps its shape (the
     /// same classes under the same parents), else a rebuild in place.
-    func change(_ name: String, from have: BuiltQueues, to config: QueueConfig) throws(EgressQueueError) {
+    func change(_ name: String, from have: BuiltQueues, to want: WantedQueues) throws(EgressQueueError) {
         let ifindex = have.ifindex
+        let config = want.config, direction = want.direction
         do {
-            if let cake = config.cakePlan(.egress, major: Self.major), case .cake = have.config.discipline {
+            if let cake = config.cakePlan(direction, major: Self.major), case .cake = have.config.discipline {
                 try shaper.setQdisc(
                     .cake(CAKEOptions(bandwidthBitsPerSecond: cake.rate.bitsPerSecond, diffserv: .diffserv8)),
                     ifindex: ifindex, handle: Self.rootHandle, mode: .change)
-            } else if let old = try? have.config.htbPlan(.egress, major: Self.major),
-                let new = try? config.htbPlan(.egress, major: Self.major),
+            } else if let old = try? have.config.htbPlan(direction, major: Self.major),
+                let new = try? config.htbPlan(direction, major: Self.major),
                 old.classes.map({ [$0.id, $0.parent] }) == new.classes.map({ [$0.id, $0.parent] })
             {
                 let before = old.leaves(
@@ -297,7 +393,7 @@ public final class EgressQueues {
                 // HTB cannot move a class, so the tree is built again.
                 try? shaper.deleteQdisc(ifindex: ifindex, handle: Self.rootHandle)
                 built[name] = nil
-                try build(name, ifindex: ifindex, config: config, mode: .create)
+                try build(name, ifindex: ifindex, config: config, direction: direction, mode: .create)
             }
         } catch let error as TrafficShapingError {
             throw EgressQueueError(description: "queues of '\(name)': \(error)")
@@ -314,8 +410,21 @@ public final class EgressQueues {
             ])
     }
 
-    /// Deletes qosmapd's root qdisc (with its classes and leaves) from `name`.
+    /// Deletes qosmapd's root qdisc (with its classes and leaves) from `name`;
+    /// an IFB qosmapd made is deleted whole.
     func remove(_ name: String) {
+        if wanted[name]?.direction == .ingress {
+            built[name] = nil
+            let index = Int32(bitPattern: if_nametoindex(name))
+            guard index > 0 else { return }
+            do {
+                try shaper.deleteLink(ifindex: index)
+                logger.info("ifb removed", metadata: ["ifb": "\(name)"])
+            } catch {
+                logger.error("ifb not removed", metadata: ["ifb": "\(name)", "error": "\(error)"])
+            }
+            return
+        }
         guard let have = built.removeValue(forKey: name) else { return }
         do {
             if let root = try shaper.qdiscs(ifindex: have.ifindex).first(where: { $0.isRoot }),
@@ -359,7 +468,10 @@ public final class EgressQueueService: Service, Sendable {
                 queues.withLock { $0.apply(snapshot.config.interfaceQueues) }
             }
             if ContinuousClock.now >= nextCheck {
-                queues.withLock { $0.repair() }
+                queues.withLock {
+                    $0.repair()
+                    $0.recordCounters()
+                }
                 nextCheck = .now + .seconds(1)
             }
             try? await Task.sleep(for: .milliseconds(250))
