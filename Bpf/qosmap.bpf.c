@@ -862,24 +862,23 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
         }
         struct qm_flow *e = bpf_map_lookup_elem(&qm_flows, &key);
         if (e) {
+            // Connection first (ConnectionTable.resolve): the rule the
+            // connection recorded wins over a `connection: true` rule this
+            // packet matches; a matched rule is recorded only for a
+            // connection without one (or whose slot holds another flow).
             __u32 epoch = t->c.epoch & 0xffff;
-            if (r) {
-                __u32 tag = r | epoch << 16;
-                if (e->tag != tag || !qm_same_key(e, k)) {
-                    // Not atomic: two CPUs writing one slot at once for two
-                    // flows may leave a mixed key, which matches no packet of either.
-                    __u64 *q = (__u64 *)e->w;
+            __u32 tag = e->tag;
+            if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
+                // 64 bits wide (qm_wide): spilled with a 64-bit store.
+                r = qm_wide(tag & 0xffff);
+                rb = QM_RULE_BYTE(t, r, in);
+            } else if (r) {
+                // Not atomic: two CPUs writing one slot at once for two
+                // flows may leave a mixed key, which matches no packet of either.
+                __u64 *q = (__u64 *)e->w;
 #pragma unroll
-                    for (int i = 0; i < 5; i++) q[i] = k[i];
-                    e->tag = tag;
-                }
-            } else {
-                __u32 tag = e->tag;
-                if ((tag & 0xffff) != 0 && tag >> 16 == epoch && qm_same_key(e, k)) {
-                    // 64 bits wide (qm_wide): spilled with a 64-bit store.
-                    r = qm_wide(tag & 0xffff);
-                    rb = QM_RULE_BYTE(t, r, in);
-                }
+                for (int i = 0; i < 5; i++) q[i] = k[i];
+                e->tag = r | epoch << 16;
             }
         }
     }
@@ -1321,8 +1320,11 @@ int qosmap_egress(struct __sk_buff *skb) {
 
 
 // Download shaping (`queues.ingress-rate`), per ingress ifindex: the IFB
-// device that holds the interface's download queues, and the skb priority
-// of each service class there (EgressQueues.skbPriority).
+// device that holds the interface's download queues (for the record: the
+// redirect is qosmapd's u32 filter with act_mirred, the next priority at
+// this hook, since before Linux 6.4 or so an IFB drops what bpf_redirect
+// sends it), and the skb priority of each service class there
+// (EgressQueues.skbPriority).
 struct qm_shape {
     __u32 ifb;
     __u32 prio[8];
@@ -1410,7 +1412,8 @@ static __always_inline __u32 qm_carry(struct __sk_buff *skb) {
 }
 
 // clsact ingress of interfaces that trust 802.1p (the carry above) or shape
-// their download: the packet gets its class's skb priority and goes to the
+// their download: the packet gets its class's skb priority and goes on
+// (TC_ACT_UNSPEC) to qosmapd's mirred filter, which sends it to the
 // interface's IFB, whose queues it leaves by; the IFB hands it back to this
 // interface's receive path, past tc (tc_skip_classify), so it is routed and
 // marked at egress as any other.
@@ -1434,7 +1437,7 @@ int qosmap_ingress(struct __sk_buff *skb) {
     // Laundered: clang knows c < 8 and drops the mask, the verifier's
     // bounds of the division do not.
     skb->priority = sh->prio[qm_launder(c) & 7];
-    return bpf_redirect(sh->ifb, 0);
+    return TC_ACT_UNSPEC;
 }
 
 char LICENSE[] SEC("license") = "GPL";

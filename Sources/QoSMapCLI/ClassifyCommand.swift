@@ -188,18 +188,16 @@ struct FlowDecider {
     ) -> Decision {
         let policy = policies.policy(input: ingress, output: egress)
         let rules = policies.config.classify.rules
-        var index = classifier.classify(
+        let matched = classifier.classify(
             protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
             sourcePort: f.sourcePort, destinationPort: f.destinationPort,
             ingress: ingress.flatMap { classifier.ingressClass[$0] } ?? 0, dscp: f.dscp,
             dnsMask: learned.mask(of: f.destination))
-        var via = false
-        if let i = index {
-            if rules[i].connection { connections.record(f.flowKey, rule: i, epoch: 0) }
-        } else if let i = connections.lookup(f.flowKey, epoch: 0) {
-            index = i
-            via = true
-        }
+        // Connection first, as the daemon decides (ConnectionTable.resolve).
+        let resolved = connections.resolve(
+            f.flowKey, matched: matched, keepsConnection: { rules[$0].connection }, epoch: 0)
+        let index = resolved?.index
+        let via = resolved?.viaConnection ?? false
         let result: RemarkResult
         var source: String?
         if let index {

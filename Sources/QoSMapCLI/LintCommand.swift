@@ -76,7 +76,17 @@ extension QoSMapCommand {
                             "rule '\(r.name)' can never match: rule '\(by.name)' (\(by.position)) matches every packet it does, first"
                     ))
             }
-            let shadowed = Set(findings.map(\.rule))
+            for (j, i) in set.repliesOf() {
+                let r = set.rules[j]
+                let of = set.rules[i]
+                findings.append(
+                    .init(
+                        rule: r.name, check: "replies-of", source: "\(r.position)",
+                        message:
+                            "rule '\(r.name)' only matches what looks like replies of rule '\(of.name)' (\(of.position)), whose connections keep rule '\(of.name)' in both directions (connection first); it classifies only connections that '\(of.name)' did not match"
+                    ))
+            }
+            let shadowed = Set(findings.filter { $0.check == "shadowed" }.map(\.rule))
             for r in set.rules where !shadowed.contains(r.name) {
                 guard let trustGives = redundancy(r, policies) else { continue }
                 let replies =

@@ -10,8 +10,9 @@ import QoSMapCore
 /// the rule's chain for that policy, which counts it (the named counter
 /// `rule-NAME`), records the rule's number in the conntrack mark
 /// (`connection: true`) and then goes where trust sends a packet of the
-/// rule's class and color. A packet no rule matches, of a connection whose
-/// conntrack mark holds a rule number, goes to that rule's chain; then trust.
+/// rule's class and color. A packet of a connection whose conntrack mark
+/// holds a rule number goes to that rule's chain instead of a `connection:
+/// true` rule it matches, and when it matches none; then trust.
 struct NFTFlowRules {
     let set: FlowRuleSet
     /// The mark bits below the connection mask's lowest bit.
@@ -173,26 +174,31 @@ struct NFTFlowRules {
         return parts.joined(separator: " ")
     }
 
-    /// The top of a policy chain: the rules in order, each going to
-    /// `chain(n)`, then the connection's rule.
+    /// The top of a policy chain, connection first (qosmapd's
+    /// `ConnectionTable.resolve`): the rules in order, each going to
+    /// `chain(n)`; a `connection: true` rule's match first goes to the rule
+    /// its connection recorded, if any (a vmap without an element for "no
+    /// rule" does not match, so the packet goes on to `chain(n)`); then, for
+    /// a packet no rule matches, the connection's rule.
     func scan(_ chain: (Int) -> String) -> String {
         var out = ""
+        let tracked = set.rules.indices.filter { set.rules[$0].connection }
+        // new and established: not related (an ICMP error or a helper's
+        // child connection carries its master's mark), not invalid.
+        let recorded =
+            tracked.isEmpty
+            ? ""
+            : "ct state { new, established } ct mark & \(QoSMapCommand.Export.hex(set.connectionMarkMask)) vmap { "
+                + tracked.map { "\(QoSMapCommand.Export.hex(connectionValue($0))) : goto \(chain($0))" }
+                .joined(separator: ", ") + " }"
         for n in set.rules.indices {
             for family in NFTRuleset.Family.allCases {
-                if let m = match(n, family) { out += "    \(m) goto \(chain(n))\n" }
+                guard let m = match(n, family) else { continue }
+                if set.rules[n].connection { out += "    \(m) \(recorded)\n" }
+                out += "    \(m) goto \(chain(n))\n"
             }
         }
-        let tracked = set.rules.indices.filter { set.rules[$0].connection }
-        if !tracked.isEmpty {
-            // new and established: not related (an ICMP error or a helper's
-            // child connection carries its master's mark), not invalid.
-            let elements = tracked.map {
-                "\(QoSMapCommand.Export.hex(connectionValue($0))) : goto \(chain($0))"
-            }
-            out +=
-                "    ct state { new, established } ct mark & \(QoSMapCommand.Export.hex(set.connectionMarkMask)) vmap { "
-            out += elements.joined(separator: ", ") + " }\n"
-        }
+        if !tracked.isEmpty { out += "    \(recorded)\n" }
         return out
     }
 

@@ -126,6 +126,25 @@ public final class ConnectionTable: Sendable {
         }
     }
 
+    /// The rule of a packet of flow `key` whose first matching rule is
+    /// `matched` (nil: none), connection first (issue 39): a `connection:
+    /// false` rule that matches first wins; else the rule the connection
+    /// recorded, in both directions, even when a later `connection: true`
+    /// rule matches this packet (a catch-all no longer takes the replies of
+    /// an earlier rule's connections); else the matched rule, recorded for
+    /// the connection when it keeps one. `viaConnection`: the rule came from
+    /// the record, not from this packet's match. The ebpf classifier's
+    /// `qm_rule` and `qosmap export nft --config` decide the same.
+    public func resolve(
+        _ key: FlowKey, matched: Int?, keepsConnection: (Int) -> Bool, epoch: UInt16
+    ) -> (index: Int, viaConnection: Bool)? {
+        if let m = matched, !keepsConnection(m) { return (m, false) }
+        if let r = lookup(key, epoch: epoch) { return (r, r != matched) }
+        guard let m = matched else { return nil }
+        record(key, rule: m, epoch: epoch)
+        return (m, false)
+    }
+
     /// Records that `key`'s flow matched `rule` in `epoch` (replacing whatever
     /// the slot held). Returns true when the slot held another flow (an eviction).
     @discardableResult

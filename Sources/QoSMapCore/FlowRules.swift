@@ -330,6 +330,33 @@ public struct FlowRuleSet: Hashable, Sendable {
         }
     }
 
+    /// Rules that only match what looks like the replies of an earlier
+    /// `connection: true` rule's connections: the earlier rule's match with
+    /// sources and destinations (addresses and ports) swapped, receiving
+    /// interface and DSCP free, covers them. Connection first, those replies
+    /// keep the earlier rule, so such a rule classifies only packets of
+    /// connections the earlier rule did not match (lint's `replies-of`).
+    /// Each with the first such earlier rule; shadowed rules are left out,
+    /// and so are earlier rules with `dns:` (their replies come from names,
+    /// which a match cannot say).
+    public func repliesOf() -> [(rule: Int, of: Int)] {
+        let shadow = Set(shadowed().map(\.rule))
+        return rules.indices.compactMap { j in
+            guard !shadow.contains(j) else { return nil }
+            return rules[..<j].firstIndex { r in
+                guard r.connection, r.match.dns == nil else { return false }
+                var mirror = r.match
+                (mirror.sources, mirror.destinations) = (r.match.destinations, r.match.sources)
+                (mirror.sourcePorts, mirror.destinationPorts) = (
+                    r.match.destinationPorts, r.match.sourcePorts
+                )
+                mirror.ingress = nil
+                mirror.dscp = nil
+                return mirror.covers(rules[j].match)
+            }.map { (j, $0) }
+        }
+    }
+
     /// The reference semantics: the index of the first rule `packet`
     /// satisfies. Every datapath must agree with it (tests compare them).
     public func firstMatch(_ packet: FlowPacket) -> Int? {

@@ -468,7 +468,7 @@ public final class EBPFDatapath: Service, Sendable {
         } else {
             metadata["clsact"] = "\(created ? "created" : "existing")"
             logger.info(
-                hook == .ingress ? "802.1p classifier attached at ingress" : "classifier attached",
+                hook == .ingress ? "ingress classifier attached (802.1p carry, download classes)" : "classifier attached",
                 metadata: metadata)
         }
         return true

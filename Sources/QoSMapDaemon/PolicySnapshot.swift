@@ -124,20 +124,20 @@ public final class FlowRuntime: Sendable {
     }
 
     /// The rule for a packet with these fields received with ingress class
-    /// `ingress`: the first rule it matches (recorded for its connection when
-    /// the rule says so), else the rule its connection matched, else nil.
+    /// `ingress`, connection first (``ConnectionTable/resolve(_:matched:keepsConnection:epoch:)``):
+    /// a matching `connection: false` rule, else the rule its connection
+    /// recorded, else the first rule it matches (recorded when the rule
+    /// keeps its connection), else nil.
     @inlinable
     public func rule(_ f: FlowFields, ingress: UInt16) -> (index: Int, connection: Bool)? {
-        if let r = classifier.classify(
+        let matched = classifier.classify(
             protocolNumber: f.protocolNumber, source: f.source, destination: f.destination,
             sourcePort: f.sourcePort, destinationPort: f.destinationPort, ingress: ingress, dscp: f.dscp,
             dnsMask: dns?.mask(f.destination) ?? 0)
-        {
-            if let connections, rules[r].connection { connections.record(f.flowKey, rule: r, epoch: 0) }
-            return (r, false)
-        }
-        if let connections, let r = connections.lookup(f.flowKey, epoch: 0) { return (r, true) }
-        return nil
+        guard let connections else { return matched.map { ($0, false) } }
+        return connections.resolve(
+            f.flowKey, matched: matched, keepsConnection: { rules[$0].connection }, epoch: 0
+        ).map { ($0.index, $0.viaConnection) }
     }
 }
 

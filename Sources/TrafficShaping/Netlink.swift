@@ -14,6 +14,23 @@ enum RT {
     static let newClass: UInt16 = 40  // RTM_NEWTCLASS
     static let deleteClass: UInt16 = 41  // RTM_DELTCLASS
     static let getClass: UInt16 = 42  // RTM_GETTCLASS
+    static let newFilter: UInt16 = 44  // RTM_NEWTFILTER
+    static let deleteFilter: UInt16 = 45  // RTM_DELTFILTER
+    static let getFilter: UInt16 = 46  // RTM_GETTFILTER
+
+    static let clsactHandle: UInt32 = 0xFFFF_0000  // TC_H_CLSACT, minor 0
+    static let clsactParent: UInt32 = 0xFFFF_FFF1  // TC_H_CLSACT (= TC_H_INGRESS)
+    static let clsactIngress: UInt32 = 0xFFFF_FFF2  // TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)
+    static let protocolAll: UInt32 = 0x0300  // htons(ETH_P_ALL)
+
+    static let u32Selector: UInt16 = 5  // TCA_U32_SEL: struct tc_u32_sel and its keys
+    static let u32Actions: UInt16 = 7  // TCA_U32_ACT
+    static let u32Terminal: UInt8 = 1  // TC_U32_TERMINAL
+    static let actionKind: UInt16 = 1  // TCA_ACT_KIND
+    static let actionOptions: UInt16 = 2  // TCA_ACT_OPTIONS
+    static let mirredParameters: UInt16 = 2  // TCA_MIRRED_PARMS: struct tc_mirred
+    static let actionStolen: Int32 = 4  // TC_ACT_STOLEN
+    static let egressRedirect: Int32 = 1  // TCA_EGRESS_REDIR
 
     static let tcmsgSize = 20  // struct tcmsg
     static let ifinfomsgSize = 16  // struct ifinfomsg

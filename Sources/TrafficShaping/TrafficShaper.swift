@@ -272,6 +272,107 @@ public final class TrafficShaper {
             extraHeader: Self.ifinfomsg(ifindex: ifindex, flags: 0, change: 0))
     }
 
+    // MARK: Filters
+
+    /// Adds the clsact qdisc (`tc qdisc add dev … clsact`); one already there
+    /// (the ebpf classifier's) is kept.
+    /// - Throws: ``TrafficShapingError`` for `.newQdisc`.
+    public func ensureClsact(ifindex: Int32) throws(TrafficShapingError) {
+        do {
+            try perform(
+                .newQdisc, subject: "clsact", ifindex: ifindex, type: RT.newQdisc, flags: NLM_F_CREATE | NLM_F_EXCL,
+                extraHeader: Self.tcmsg(
+                    ifindex: ifindex, handle: QdiscHandle(rawValue: RT.clsactHandle),
+                    parent: QdiscHandle(rawValue: RT.clsactParent)),
+                attributes: { (message: MessageWriter) throws(Errno) in try message.put(RT.kind, "clsact") })
+        } catch where error.errno == .fileExists {
+            return
+        }
+    }
+
+    /// Redirects every packet that reaches filter priority `priority` of
+    /// `ifindex`'s clsact ingress to the egress of `target` (an IFB): `tc
+    /// filter add dev … ingress prio P protocol all u32 match u32 0 0 action
+    /// mirred egress redirect dev TARGET`. act_mirred marks the packet as
+    /// redirected from ingress, which the IFB needs to hand it back (a BPF
+    /// `bpf_redirect` does not, before Linux 6.4 or so: Debian 12's 6.1
+    /// drops it at the IFB). A filter already at that priority is replaced.
+    /// - Throws: ``TrafficShapingError`` for `.newFilter`, `.deleteFilter`.
+    public func setIngressRedirect(ifindex: Int32, priority: UInt16, to target: Int32)
+        throws(TrafficShapingError)
+    {
+        try? deleteIngressFilters(ifindex: ifindex, priority: priority)
+        var selector = StructBytes()
+        selector.append(RT.u32Terminal)  // flags
+        selector.append(UInt8(0))  // offshift
+        selector.append(UInt8(1))  // nkeys
+        selector.append(UInt8(0))  // (padding)
+        selector.append(UInt16(0))  // offmask
+        selector.append(UInt16(0))  // off
+        selector.append(Int16(0))  // offoff
+        selector.append(Int16(0))  // hoff
+        selector.append(UInt32(0))  // hmask
+        for _ in 0..<4 { selector.append(UInt32(0)) }  // the key: mask 0, value 0, off 0, offmask 0
+        var mirred = StructBytes()
+        mirred.append(UInt32(0))  // index: a new action
+        mirred.append(UInt32(0))  // capab
+        mirred.append(RT.actionStolen)  // action
+        mirred.append(Int32(0))  // refcnt
+        mirred.append(Int32(0))  // bindcnt
+        mirred.append(RT.egressRedirect)  // eaction
+        mirred.append(UInt32(bitPattern: target))  // ifindex
+        try perform(
+            .newFilter, subject: "u32 mirred prio \(priority)", ifindex: ifindex, type: RT.newFilter,
+            flags: NLM_F_CREATE | NLM_F_EXCL,
+            extraHeader: Self.tcmsg(
+                ifindex: ifindex, handle: .unspecified, parent: QdiscHandle(rawValue: RT.clsactIngress),
+                info: UInt32(priority) << 16 | RT.protocolAll),
+            attributes: { (message: MessageWriter) throws(Errno) in
+                try message.put(RT.kind, "u32")
+                try message.nest(RT.options) { () throws(Errno) in
+                    try message.put(RT.u32Selector, selector)
+                    try message.nest(RT.u32Actions) { () throws(Errno) in
+                        try message.nest(1) { () throws(Errno) in
+                            try message.put(RT.actionKind, "mirred")
+                            try message.nest(RT.actionOptions) { () throws(Errno) in
+                                try message.put(RT.mirredParameters, mirred)
+                            }
+                        }
+                    }
+                }
+            })
+    }
+
+    /// Deletes every filter at `priority` of `ifindex`'s clsact ingress.
+    /// - Throws: ``TrafficShapingError`` for `.deleteFilter` (`ENOENT` when none is there).
+    public func deleteIngressFilters(ifindex: Int32, priority: UInt16) throws(TrafficShapingError) {
+        try perform(
+            .deleteFilter, subject: "prio \(priority)", ifindex: ifindex, type: RT.deleteFilter, flags: 0,
+            extraHeader: Self.tcmsg(
+                ifindex: ifindex, handle: .unspecified, parent: QdiscHandle(rawValue: RT.clsactIngress),
+                info: UInt32(priority) << 16))
+    }
+
+    /// The filters of `ifindex`'s clsact ingress, as (priority, kind); empty
+    /// without a clsact qdisc.
+    /// - Throws: ``TrafficShapingError`` for `.getFilter`.
+    public func ingressFilters(ifindex: Int32) throws(TrafficShapingError) -> [(priority: UInt16, kind: String)] {
+        var found: [(priority: UInt16, kind: String)] = []
+        do {
+            try perform(
+                .getFilter, subject: nil, ifindex: ifindex, type: RT.getFilter, flags: NLM_F_DUMP,
+                extraHeader: Self.tcmsg(
+                    ifindex: ifindex, handle: .unspecified, parent: QdiscHandle(rawValue: RT.clsactIngress)),
+                each: { message in
+                    guard let object = TCObject(message), object.ifindex == ifindex else { return }
+                    found.append((UInt16(truncatingIfNeeded: object.info >> 16), object.kind))
+                })
+        } catch where error.errno == .invalidArgument || error.errno == .noSuchFileOrDirectory {
+            return []  // no clsact qdisc
+        }
+        return found
+    }
+
     // MARK: Requests
 
     private static func flags(_ mode: ChangeMode) -> Int32 {
@@ -283,7 +384,9 @@ public final class TrafficShaper {
     }
 
     /// `struct tcmsg`.
-    private static func tcmsg(ifindex: Int32, handle: QdiscHandle, parent: QdiscHandle) -> StructBytes {
+    private static func tcmsg(ifindex: Int32, handle: QdiscHandle, parent: QdiscHandle, info: UInt32 = 0)
+        -> StructBytes
+    {
         var bytes = StructBytes()
         bytes.append(UInt8(AF_UNSPEC))  // tcm_family
         bytes.append(UInt8(0))  // tcm__pad1
@@ -291,7 +394,7 @@ public final class TrafficShaper {
         bytes.append(ifindex)  // tcm_ifindex
         bytes.append(handle.rawValue)  // tcm_handle
         bytes.append(parent.rawValue)  // tcm_parent
-        bytes.append(UInt32(0))  // tcm_info
+        bytes.append(info)  // tcm_info: a filter's priority << 16 | protocol
         return bytes
     }
 

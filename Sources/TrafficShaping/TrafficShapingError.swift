@@ -25,6 +25,12 @@ public struct TrafficShapingError: Error, Hashable, Sendable, CustomStringConver
         case newLink = "RTM_NEWLINK"
         /// `RTM_DELLINK`.
         case deleteLink = "RTM_DELLINK"
+        /// `RTM_NEWTFILTER`: add a filter.
+        case newFilter = "RTM_NEWTFILTER"
+        /// `RTM_DELTFILTER`.
+        case deleteFilter = "RTM_DELTFILTER"
+        /// `RTM_GETTFILTER` (a dump).
+        case getFilter = "RTM_GETTFILTER"
     }
 
     /// The request that failed.

@@ -9,7 +9,8 @@ import Testing
         .deletingLastPathComponent()
     let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         .split(separator: "\n", omittingEmptySubsequences: false)
-    let first = try #require(readme.firstIndex { $0.hasPrefix("# /etc/qosmap/qosmapd.yaml on a router with wan0") })
+    let first = try #require(
+        readme.firstIndex { $0.hasPrefix("# /etc/qosmap/qosmapd.yaml on a router with wan0") })
     let close = try #require(readme[first...].firstIndex(of: "```"))
     let text = readme[first..<close].joined(separator: "\n")
     let config = try DaemonConfig.parse(text, file: "README.md")

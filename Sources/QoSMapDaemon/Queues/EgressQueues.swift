@@ -42,6 +42,9 @@ public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
 struct BuiltQueues {
     var ifindex: Int32
     var config: QueueConfig
+    /// For an IFB: the interface whose ingress redirects to it, and the IFB's
+    /// ifindex the redirect names, as last set.
+    var redirect: (from: Int32, to: Int32)?
 }
 
 /// The queues wanted on one device: an interface's egress, or the download
@@ -65,6 +68,10 @@ public final class EgressQueues {
     public static let major: UInt16 = QueueConfig.qosmapdMajor
     /// qosmapd's root handle.
     public static let rootHandle = QdiscHandle(major: major)
+    /// The clsact ingress priority of the u32 filter that redirects a
+    /// download to its IFB: right after the ebpf classifier (0x7173), which
+    /// gives each packet its class's skb priority first.
+    public static let redirectPriority: UInt16 = 0x7174
 
     let shaper: TrafficShaper
     let logger: Logger
@@ -216,6 +223,7 @@ public final class EgressQueues {
         reported.remove("absent \(name)")
         let root = try rootQdisc(ifindex, name)
         if let have = built[name], have.ifindex == ifindex, let root, root.handle == Self.rootHandle {
+            if want.direction == .ingress { try ensureRedirect(name, want, ifb: ifindex) }
             return  // in place
         }
         var mode = ChangeMode.create
@@ -242,6 +250,7 @@ public final class EgressQueues {
         let why = built[name] == nil && atStart ? "built" : "rebuilt"
         try build(name, ifindex: ifindex, config: config, direction: want.direction, mode: mode)
         built[name] = BuiltQueues(ifindex: ifindex, config: config)
+        if want.direction == .ingress { try ensureRedirect(name, want, ifb: ifindex) }
         logger.info(
             "queues \(why)",
             metadata: [
@@ -268,6 +277,32 @@ public final class EgressQueues {
                     "ingress-rate of '\(interface)': cannot create the IFB device \(name): \(error)\(error.errno.rawValue == EOPNOTSUPP ? " (this kernel has no ifb)" : "")"
             )
         }
+    }
+
+    /// Puts the u32 mirred filter that sends `want.interface`'s arrivals to
+    /// the IFB `ifb` at ``redirectPriority`` (with a clsact qdisc), unless it
+    /// is there for this pair; an interface that does not exist is waited for.
+    func ensureRedirect(_ name: String, _ want: WantedQueues, ifb: Int32) throws(EgressQueueError) {
+        let from = Int32(bitPattern: if_nametoindex(want.interface))
+        guard from > 0 else {
+            built[name]?.redirect = nil
+            return
+        }
+        do {
+            if let r = built[name]?.redirect, r.from == from, r.to == ifb,
+                try shaper.ingressFilters(ifindex: from).contains(where: {
+                    $0.priority == Self.redirectPriority && $0.kind == "u32"
+                })
+            {
+                return
+            }
+            try shaper.ensureClsact(ifindex: from)
+            try shaper.setIngressRedirect(ifindex: from, priority: Self.redirectPriority, to: ifb)
+        } catch {
+            throw EgressQueueError(description: "ingress-rate of '\(want.interface)': cannot redirect to \(name): \(error)")
+        }
+        built[name]?.redirect = (from, ifb)
+        logger.info("download redirected to its ifb", metadata: ["interface": "\(want.interface)", "ifb": "\(name)"])
     }
 
     func disciplineName(_ config: QueueConfig) -> String {
@@ -402,7 +437,7 @@ public final class EgressQueues {
         } catch {
             throw EgressQueueError(description: "queues of '\(name)': \(error)")
         }
-        built[name] = BuiltQueues(ifindex: ifindex, config: config)
+        built[name] = BuiltQueues(ifindex: ifindex, config: config, redirect: built[name]?.redirect)
         logger.info(
             "queues changed",
             metadata: [
@@ -413,7 +448,11 @@ public final class EgressQueues {
     /// Deletes qosmapd's root qdisc (with its classes and leaves) from `name`;
     /// an IFB qosmapd made is deleted whole.
     func remove(_ name: String) {
-        if wanted[name]?.direction == .ingress {
+        if let want = wanted[name], want.direction == .ingress {
+            // The redirect first: without its IFB, mirred would drop what arrives.
+            if let r = built[name]?.redirect, Int32(bitPattern: if_nametoindex(want.interface)) == r.from {
+                try? shaper.deleteIngressFilters(ifindex: r.from, priority: Self.redirectPriority)
+            }
             built[name] = nil
             let index = Int32(bitPattern: if_nametoindex(name))
             guard index > 0 else { return }
