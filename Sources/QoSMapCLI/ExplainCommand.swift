@@ -175,6 +175,12 @@ extension QoSMapCommand {
                         snapshot, config, packet, value: value ?? "", ingress, egress)
                 }
                 let trustsNone = snapshot.policy(input: ingress, output: egress).trust.field == nil
+                if trustsNone, all, !snapshot.config.classify.rules.isEmpty {
+                    // --all would trace the DSCP as if trusted; under trust none only rules classify.
+                    throw UsageError(
+                        "interface '\(ingress)' trusts none: --all has no trusted field to trace (flow rules classify, else BE/green); allowed: a VALUE, with --protocol, --source, --destination for the rules"
+                    )
+                }
                 // Under trust none only flow rules classify: with rules there is something to explain.
                 let rules = !snapshot.config.classify.rules.isEmpty
                 hops.append(

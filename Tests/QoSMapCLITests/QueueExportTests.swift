@@ -269,6 +269,14 @@ struct QueueNamingTests {
             #expect(r.out.contains("BE/green"), "\(r.out)")
             #expect(r.out.contains("by trust none: no packet described"), "\(r.out)")
             #expect(r.out.contains(" 7173:10 (BE, wfq 10)  on wan0\n"), "\(r.out)")
+            // --all would trace the DSCP as trusted: refused under trust none.
+            let all = try qosmap([
+                "explain", "--all", "--config", path, "--ingress", "lan0", "--egress", "wan0",
+                "--no-system-tables",
+            ])
+            #expect(all.status == 64)
+            #expect(
+                all.err.contains("interface 'lan0' trusts none: --all has no trusted field"), "\(all.err)")
         }
     }
 }
