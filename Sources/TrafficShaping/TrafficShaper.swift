@@ -280,12 +280,13 @@ public final class TrafficShaper {
     public func ensureClsact(ifindex: Int32) throws(TrafficShapingError) {
         do {
             try perform(
-                .newQdisc, subject: "clsact", ifindex: ifindex, type: RT.newQdisc, flags: NLM_F_CREATE | NLM_F_EXCL,
+                .newQdisc, subject: "clsact", ifindex: ifindex, type: RT.newQdisc,
+                flags: NLM_F_CREATE | NLM_F_EXCL,
                 extraHeader: Self.tcmsg(
                     ifindex: ifindex, handle: QdiscHandle(rawValue: RT.clsactHandle),
                     parent: QdiscHandle(rawValue: RT.clsactParent)),
                 attributes: { (message: MessageWriter) throws(Errno) in try message.put(RT.kind, "clsact") })
-        } catch where error.errno == .fileExists {
+        } catch  where error.errno == .fileExists {
             return
         }
     }
@@ -356,7 +357,9 @@ public final class TrafficShaper {
     /// The filters of `ifindex`'s clsact ingress, as (priority, kind); empty
     /// without a clsact qdisc.
     /// - Throws: ``TrafficShapingError`` for `.getFilter`.
-    public func ingressFilters(ifindex: Int32) throws(TrafficShapingError) -> [(priority: UInt16, kind: String)] {
+    public func ingressFilters(ifindex: Int32) throws(TrafficShapingError) -> [(
+        priority: UInt16, kind: String
+    )] {
         var found: [(priority: UInt16, kind: String)] = []
         do {
             try perform(
@@ -367,7 +370,7 @@ public final class TrafficShaper {
                     guard let object = TCObject(message), object.ifindex == ifindex else { return }
                     found.append((UInt16(truncatingIfNeeded: object.info >> 16), object.kind))
                 })
-        } catch where error.errno == .invalidArgument || error.errno == .noSuchFileOrDirectory {
+        } catch  where error.errno == .invalidArgument || error.errno == .noSuchFileOrDirectory {
             return []  // no clsact qdisc
         }
         return found

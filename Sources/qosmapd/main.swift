@@ -104,10 +104,17 @@ struct QoSMapD: AsyncParsableCommand {
         let egressQueues: EgressQueues
         do {
             egressQueues = try EgressQueues(logger: logger)
-            try egressQueues.start(snapshot.config.interfaceQueues)
         } catch {
             writeStandardError("qosmapd: error: \(error)\n")
             throw ExitCode(65)
+        }
+        do {
+            try egressQueues.start(snapshot.config.interfaceQueues)
+        } catch {
+            // What was built for the interfaces before the one that failed goes too.
+            egressQueues.removeAll()
+            writeStandardError("qosmapd: error: \(error)\n")
+            throw ExitCode(error.unavailable ? 77 : 65)
         }
         // Always built, so that a reload can enable, move or disable it; with
         // port 0 it only waits for shutdown.

@@ -36,6 +36,9 @@ extension DaemonConfig {
 public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
     /// The line.
     public let description: String
+    /// The kernel lacks what the config asks for (sch_cake, ifb): qosmapd
+    /// exits 77 at start, as for any feature its environment cannot give.
+    public var unavailable = false
 }
 
 /// What qosmapd built on one device.
@@ -274,8 +277,8 @@ public final class EgressQueues {
         } catch {
             throw EgressQueueError(
                 description:
-                    "ingress-rate of '\(interface)': cannot create the IFB device \(name): \(error)\(error.errno.rawValue == EOPNOTSUPP ? " (this kernel has no ifb)" : "")"
-            )
+                    "ingress-rate of '\(interface)': cannot create the IFB device \(name): \(error)\(error.errno.rawValue == EOPNOTSUPP ? " (this kernel has no ifb)" : "")",
+                unavailable: error.errno.rawValue == EOPNOTSUPP)
         }
     }
 
@@ -299,10 +302,12 @@ public final class EgressQueues {
             try shaper.ensureClsact(ifindex: from)
             try shaper.setIngressRedirect(ifindex: from, priority: Self.redirectPriority, to: ifb)
         } catch {
-            throw EgressQueueError(description: "ingress-rate of '\(want.interface)': cannot redirect to \(name): \(error)")
+            throw EgressQueueError(
+                description: "ingress-rate of '\(want.interface)': cannot redirect to \(name): \(error)")
         }
         built[name]?.redirect = (from, ifb)
-        logger.info("download redirected to its ifb", metadata: ["interface": "\(want.interface)", "ifb": "\(name)"])
+        logger.info(
+            "download redirected to its ifb", metadata: ["interface": "\(want.interface)", "ifb": "\(name)"])
     }
 
     func disciplineName(_ config: QueueConfig) -> String {
@@ -329,13 +334,22 @@ public final class EgressQueues {
     )
         throws(EgressQueueError)
     {
-        do {
-            if let cake = config.cakePlan(direction, major: Self.major) {
+        if let cake = config.cakePlan(direction, major: Self.major) {
+            do {
                 try shaper.setQdisc(
                     .cake(CAKEOptions(bandwidthBitsPerSecond: cake.rate.bitsPerSecond, diffserv: .diffserv8)),
                     ifindex: ifindex, handle: Self.rootHandle, mode: mode)
-                return
+            } catch  where error.errno.rawValue == ENOENT {
+                throw EgressQueueError(
+                    description:
+                        "queues of '\(name)': discipline: cake needs the kernel's sch_cake, which this kernel does not have (\(error.kernelMessage ?? "\(error.errno)")); allowed here: discipline: htb",
+                    unavailable: true)
+            } catch {
+                throw EgressQueueError(description: "queues of '\(name)': \(error)")
             }
+            return
+        }
+        do {
             guard let plan = try? config.htbPlan(direction, major: Self.major) else { return }
             try shaper.setQdisc(
                 .htb(HTBQdiscOptions(defaultClass: plan.defaultClass.minor, rateToQuantum: plan.r2q)),
