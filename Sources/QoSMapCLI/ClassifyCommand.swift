@@ -109,7 +109,11 @@ struct FlowDecider {
         var outboundDomain: String
         var leavingDSCP: UInt8?
         var mark: UInt32?
-        var priority: UInt8?
+        /// The skb priority: the egress queue's class id (`7173:MINOR`) when
+        /// it has queues, else the PCP with `priority: true`.
+        var priority: UInt32?
+        /// The egress queue, `7173:15 (EF, pq)`, when the egress has queues.
+        var queue: String?
         /// For a `dns:` rule: the learned entry that put the destination in its list.
         var learned: DNSLearnedEntry?
         /// The destination, for the `learned` text.
@@ -221,7 +225,10 @@ struct FlowDecider {
             trust: policy.trust, inboundDomain: policy.ingress.name, outboundDomain: policy.egress.name,
             leavingDSCP: config.rewriteDSCP || config.markOnly ? result.newDSCP?.rawValue : f.dscp,
             mark: config.mark?.value(for: t),
-            priority: config.priority ? policy.egress.pcp(for: t).rawValue : nil, learned: entry,
+            // Queues win over `priority: true`, as in qosmapd's datapaths.
+            priority: config.queuePriorities(output: egress)?[Int(t.serviceClass.rawValue)]
+                ?? (config.priority ? UInt32(policy.egress.pcp(for: t).rawValue) : nil),
+            queue: config.queueName(output: egress, t.serviceClass), learned: entry,
             destination: f.destination)
     }
 }
@@ -259,11 +266,17 @@ extension FlowDecider.Decision {
         return "trust \(trust.name) in \(inboundDomain)\(where_)"
     }
 
-    /// `dscp 46 (EF)`, with mark and priority when the config sets them.
+    /// `dscp 46 (EF)`, with mark and priority when the config sets them, or
+    /// the queue (`queue 7173:15 (EF, pq)`) when the egress has queues.
     var leavesText: String {
         var parts = [leavingDSCP.map { "dscp \(DSCP(truncating: $0))" } ?? "dscp unchanged"]
         if let mark { parts.append("mark 0x" + String(mark, radix: 16)) }
-        if let priority { parts.append("priority \(priority)") }
+        // The queue's class id is the priority, so the queue is named instead.
+        if let queue {
+            parts.append("queue \(queue)")
+        } else if let priority {
+            parts.append("priority \(priority)")
+        }
         return parts.joined(separator: ", ")
     }
 }

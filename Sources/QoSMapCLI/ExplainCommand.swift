@@ -147,11 +147,26 @@ extension QoSMapCommand {
             }
         }
 
+        /// What hop 1 is when it is qosmapd's, from --config: said in the
+        /// trace (trust none, the queue it leaves by).
+        struct ConfigHop {
+            /// The ingress trusts none: flow rules classify, else BE/green.
+            var trustsNone = false
+            /// Why hop 1 classified without a rule under trust none.
+            var unruled: String?
+            /// The egress interface.
+            var egress = ""
+            /// The queue of a class on the egress, nil without queues.
+            var queue: (ServiceClass) -> String? = { _ in nil }
+        }
+
         /// Everything the command prints.
         func standardOutput() throws -> String {
             var set: TableSet
             var hops: [PolicyHop] = []
             var rule: FlowDecider.Decision?
+            var context: ConfigHop?
+            var first: Treatment?
             if let config, let ingress, let egress {
                 let snapshot = try Self.snapshot(config, tableOptions)
                 set = snapshot.tables
@@ -159,14 +174,36 @@ extension QoSMapCommand {
                     rule = try Self.ruleDecision(
                         snapshot, config, packet, value: value ?? "", ingress, egress)
                 }
+                let trustsNone = snapshot.policy(input: ingress, output: egress).trust.field == nil
+                if trustsNone, all, !snapshot.config.classify.rules.isEmpty {
+                    // --all would trace the DSCP as if trusted; under trust none only rules classify.
+                    throw UsageError(
+                        "interface '\(ingress)' trusts none: --all has no trusted field to trace (flow rules classify, else BE/green); allowed: a VALUE, with --protocol, --source, --destination for the rules"
+                    )
+                }
+                // Under trust none only flow rules classify: with rules there is something to explain.
+                let rules = !snapshot.config.classify.rules.isEmpty
                 hops.append(
-                    try Self.configHop(snapshot, ingress: ingress, egress: egress, ruled: rule != nil))
+                    try Self.configHop(
+                        snapshot, ingress: ingress, egress: egress,
+                        ruled: rule != nil || (trustsNone && rules)))
+                context = ConfigHop(
+                    trustsNone: trustsNone, egress: egress,
+                    queue: { snapshot.config.queueName(output: egress, $0) })
+                if trustsNone, rule == nil {
+                    first = Treatment(.be, .green)
+                    context?.unruled =
+                        packet.isEmpty
+                        ? "trust none: no packet described (--protocol, --source, --destination) for the \(snapshot.config.classify.rules.count) flow rule(s)"
+                        : "trust none: none of the \(snapshot.config.classify.rules.count) flow rule(s) matched"
+                }
             } else {
                 set = try tableOptions.load()
             }
             let path = try buildPath(set, first: hops)
             return try Self.render(
-                path: path, set: set, value: value, dei: dei, all: all, json: output.json, rule: rule)
+                path: path, set: set, value: value, dei: dei, all: all, json: output.json, rule: rule,
+                context: context, first: first)
         }
 
         /// Loads a qosmapd config and its tables as the daemon would (the
@@ -182,7 +219,8 @@ extension QoSMapCommand {
 
         /// The hop qosmapd makes of a packet from `ingress` to `egress`
         /// (``PolicySnapshot/policy(input:output:)``): the interface's trust and
-        /// domains, writing DSCP when `actions.rewrite-dscp` is on.
+        /// domains, writing DSCP when `actions.rewrite-dscp` is on. Under
+        /// trust none with flow rules (`ruled`) the trace starts from the DSCP.
         static func configHop(
             _ snapshot: ExportPolicies, ingress: String, egress: String, ruled: Bool = false
         )
@@ -192,14 +230,12 @@ extension QoSMapCommand {
             // A packet a flow rule classified is traced from its DSCP.
             guard let trust = ruled ? .dscp : policy.trust.field else {
                 throw UsageError(
-                    "interface '\(ingress)' trusts none in the config: every packet is BE/green; nothing to trace"
+                    "interface '\(ingress)' trusts none in the config and it has no flow rules: every packet is BE/green; nothing to trace"
                 )
             }
             let writes = snapshot.config.rewriteDSCP && !snapshot.config.markOnly ? policy.rewrite.fields : []
-            // Trust none classifies nothing; say so rather than show the DSCP the trace starts from.
-            let note = policy.trust.field == nil ? " (trusts none; a flow rule classifies)" : ""
             return PolicyHop(
-                label: "\(ingress)->\(egress)\(note)", trust: trust, inbound: policy.ingress,
+                label: "\(ingress)->\(egress)", trust: trust, inbound: policy.ingress,
                 outbound: policy.egress,
                 writes: writes)
         }
@@ -245,7 +281,7 @@ extension QoSMapCommand {
         /// is the flow rule that classified the packet at hop 1.
         static func render(
             path: PolicyPath, set: TableSet, value: String?, dei: Bool, all: Bool, json: Bool,
-            rule: FlowDecider.Decision? = nil
+            rule: FlowDecider.Decision? = nil, context: ConfigHop? = nil, first treatment: Treatment? = nil
         ) throws -> String {
             let first = path.hops[0].trust
             if all {
@@ -262,9 +298,13 @@ extension QoSMapCommand {
             if dei && first != .dot1p {
                 throw UsageError("--dei applies only when the first hop trusts 8021p, not \(first.name)")
             }
-            let trace = path.trace(raw, dei: dei, first: rule?.treatment)
+            let trace = path.trace(raw, dei: dei, first: rule?.treatment ?? treatment)
             if json {
                 var out = ExplainJSON(path: path, trace: trace, set: set)
+                if let context, context.trustsNone {
+                    out.hops[0].hop.trust = "none"
+                    if let unruled = context.unruled { out.hops[0].classifiedBy = unruled }
+                }
                 if let rule, let r = rule.rule {
                     out.hops[0].classifiedBy = rule.classifiedBy
                     out.hops[0].rule = ClassifyJSON.Rule(
@@ -273,7 +313,7 @@ extension QoSMapCommand {
                 }
                 return jsonText(out) + "\n"
             }
-            return traceText(path: path, trace: trace, set: set, rule: rule)
+            return traceText(path: path, trace: trace, set: set, rule: rule, context: context)
         }
 
         /// `hop 2 P`, or `hop 2` for a hop without a label.
@@ -290,13 +330,19 @@ extension QoSMapCommand {
         }
 
         static func traceText(
-            path: PolicyPath, trace: PathTrace, set: TableSet, rule: FlowDecider.Decision? = nil
+            path: PolicyPath, trace: PathTrace, set: TableSet, rule: FlowDecider.Decision? = nil,
+            context: ConfigHop? = nil
         )
             -> String
         {
             var lines = ["\(trace.input.field.name) \(trace.input) through \(path.hops.count) hop(s)"]
             for (i, (hop, h)) in zip(path.hops, trace.hops).enumerated() {
-                lines.append("\(name(i, hop)): \(describe(hop))")
+                var text = describe(hop)
+                if i == 0, let context, context.trustsNone {
+                    // The trace reads the DSCP for the rules; trust itself reads nothing.
+                    text = "trusts none (flow rules classify, else BE/green)" + text.drop { $0 != "," }
+                }
+                lines.append("\(name(i, hop)): \(text)")
                 let deiText = h.arrivingDEI.map { " dei \($0 ? 1 : 0)" } ?? ""
                 var rows = [
                     ["arrives", "\(hop.trust.name) \(h.arriving)\(deiText)", ""],
@@ -304,7 +350,9 @@ extension QoSMapCommand {
                         "classified", "\(h.treatment)",
                         i == 0 && rule != nil
                             ? "by \(rule!.classifiedBy)"
-                            : "by \(set.source(hop.inbound, .inbound(hop.trust, h.arriving.rawValue)))",
+                            : i == 0 && context?.unruled != nil
+                                ? "by \(context!.unruled!)"
+                                : "by \(set.source(hop.inbound, .inbound(hop.trust, h.arriving.rawValue)))",
                     ],
                 ]
                 for (j, v) in h.written.enumerated() {
@@ -315,6 +363,10 @@ extension QoSMapCommand {
                     ])
                 }
                 if h.written.isEmpty { rows.append(["writes", "nothing", ""]) }
+                // qosmapd queues by hop 1's class, on the config's egress.
+                if i == 0, let context, let queue = context.queue(h.treatment.serviceClass) {
+                    rows.append(["queue", queue, "on \(context.egress)"])
+                }
                 lines.append(trimmed(table(rows, indent: "  ")))
             }
             lines.append("leaves: \(trace.hops.last!.leaving)")

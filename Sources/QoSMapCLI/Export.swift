@@ -4,12 +4,13 @@ import QoSMapDevices
 import QoSMapTables
 
 extension QoSMapCommand {
-    /// `qosmap export nft`: an nftables ruleset in a table of the tool's own.
+    /// `qosmap export nft`: an nftables ruleset in a table of the tool's own;
+    /// `export tc`: the egress queues of a qosmapd config as a `tc -batch` script.
     struct Export: TextCommand {
         static let configuration = CommandConfiguration(
             commandName: "export",
             abstract:
-                "Print an nftables ruleset, or a SONiC, Junos, IOS-XR or Linux configuration of the same policy.",
+                "Print an nftables ruleset, a tc script of the queues, or a SONiC, Junos, IOS-XR or Linux configuration of the same policy.",
             discussion: """
                 Without --config (mark-only mode): the mark carries class and color (bit 5 set, class in \
                 bits 4-2, color in bits 1-0, at the mask's lowest bit); a verdict map on it jumps to one \
@@ -23,7 +24,17 @@ extension QoSMapCommand {
                 so that the connection's other packets get the same class and color; a config nft \
                 cannot mark exactly as qosmapd does is refused (docs/CLASSIFY.md). The table carries \
                 the comment "managed by qosmap" and must be named qosmap...; the output replaces it in \
-                one transaction.
+                one transaction. An interface with queues: gets, on its egress, meta priority set to \
+                its class's queue (7173:MINOR), as qosmapd's datapaths set it; queues win over \
+                actions.priority.
+
+                tc (needs --config): a tc -batch script that builds the queues: of every interface as \
+                qosmapd does: root qdisc 7173: (htb with a class per service class, or cake \
+                diffserv8), added (replaced with queues.replace: true), classes and leaves replaced. \
+                --leaf chooses the leaf under each HTB class: fq_codel (the default; Debian's kernels \
+                have it) or bfifo (100 ms of the class's ceil) for a kernel without fq_codel; qosmapd \
+                finds this out itself, a script cannot. Packets reach the classes only through the \
+                skb priority that qosmapd or export nft --config sets.
 
                 Device formats (sonic: config_db JSON; junos: set class-of-service lines; iosxr: MQC; \
                 linux: ip link egress-qos-map and dcb app commands) write --domain (default: default), \
@@ -34,11 +45,12 @@ extension QoSMapCommand {
                   qosmap export nft | nft -f -
                   qosmap export nft --domain 5p3d --mask 0x3f00 --priority mangle
                   qosmap export nft --config qosmapd.yaml --priority filter+10 | nft -f -
+                  qosmap export tc --config qosmapd.yaml -o queues.tc && tc -batch queues.tc
                   qosmap export sonic --domain 5p3d > qos.json
                   qosmap export junos --config qosmapd.yaml
                 """)
 
-        @Argument(help: "The format: nft, \(DeviceFormat.allowedNames).")
+        @Argument(help: "The format: nft, tc, \(DeviceFormat.allowedNames).")
         var format: String
 
         @Flag(
@@ -76,9 +88,41 @@ extension QoSMapCommand {
         /// `--priority` as a number (checked in `validate()`).
         var chainPriority: Int { ChainPriority(argument: priority)?.value ?? -150 }
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "tc: the leaf under each HTB class: \(TCLeaf.allowedNames) (default fq_codel, which Debian's kernels have; bfifo where the kernel has no fq_codel).",
+                valueName: "kind"))
+        var leaf: String?
+
+        @Option(
+            name: [.short, .customLong("output")],
+            help: ArgumentHelp(
+                "Write here, through a temporary file renamed on success (default: standard output).",
+                valueName: "FILE"))
+        var output: String?
+
         @OptionGroup var tableOptions: TableOptions
 
         func validate() throws {
+            if leaf != nil, format != "tc" {
+                throw ValidationError("--leaf applies to tc only; allowed with \(format): no --leaf")
+            }
+            if format == "tc" {
+                if let leaf, TCLeaf(rawValue: leaf) == nil {
+                    throw ValidationError("invalid --leaf '\(leaf)'; allowed: \(TCLeaf.allowedNames)")
+                }
+                guard config != nil else {
+                    throw ValidationError("export tc needs --config FILE: the queues: of a qosmapd config")
+                }
+                for (flag, given) in [
+                    ("--domain", domain != nil), ("--mask", mask != nil), ("--strict", strict),
+                ]
+                where given {
+                    throw ValidationError("\(flag) does not apply to tc; allowed: --config, --leaf, -o")
+                }
+                return
+            }
             if DeviceFormat(argument: format) != nil {
                 if mask != nil {
                     throw ValidationError(
@@ -88,7 +132,7 @@ extension QoSMapCommand {
             }
             guard format == "nft" else {
                 throw ValidationError(
-                    "invalid format '\(format)'; allowed: nft, \(DeviceFormat.allowedNames)")
+                    "invalid format '\(format)'; allowed: nft, tc, \(DeviceFormat.allowedNames)")
             }
             if strict {
                 throw ValidationError(
@@ -105,8 +149,20 @@ extension QoSMapCommand {
             }
         }
 
+        /// Prints ``standardOutput()``, or writes it to `-o` (renamed into
+        /// place on success only, so a failed export leaves the old file).
+        func run() throws {
+            let text = try standardOutput()
+            if let output, output != "-" {
+                try writeTextAtomically(text, to: output)
+            } else {
+                print(text, terminator: "")
+            }
+        }
+
         func standardOutput() throws -> String {
             if let device = DeviceFormat(argument: format) { return try deviceExport(device) }
+            if format == "tc", let config { return try exportTC(config) }
             if let config { return try exportConfig(config) }
             let maskText = mask ?? "0x3f"
             guard let m = parseInteger(Substring(maskText)), let m32 = UInt32(exactly: m) else {
@@ -133,12 +189,36 @@ extension QoSMapCommand {
                 )
             }
             // What nft cannot do as qosmapd does is refused, never marked otherwise.
-            let refused = NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
+            let refused =
+                config.ingressRateRefusals
+                + NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
             if !refused.isEmpty { throw DataError(refused.joined(separator: "\n")) }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
                 systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)
             return NFTRuleset(policies: policies, table: table, priority: chainPriority, source: path).text
+        }
+
+        /// `export tc --config`: the queues of every interface that has
+        /// them; a config without any, or with a name tc cannot take, is
+        /// refused in one line (exit 65).
+        func exportTC(_ path: String) throws -> String {
+            let config = try ExportConfig.load(path: path)
+            if !config.ingressRateRefusals.isEmpty {
+                throw DataError(config.ingressRateRefusals.joined(separator: "\n"))
+            }
+            guard !config.queues.isEmpty else {
+                throw DataError(
+                    "\(path): no interface has queues:; allowed: a config with interfaces.NAME.queues (rate, scheduling, pq-max, discipline, replace)"
+                )
+            }
+            for name in config.queues.keys.sorted() {
+                if let problem = TCScript.nameProblem(name) { throw DataError("\(path): \(problem)") }
+            }
+            return TCScript(
+                queues: config.queues, leaf: TCLeaf(rawValue: leaf ?? "fq_codel") ?? .fqCodel, source: path
+            )
+            .text
         }
 
         static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }

@@ -21,9 +21,10 @@ import QoSMapYAML
 /// tools/qosmap). The marking keys are read by the daemon's own reader,
 /// ``MarkingConfigReader``; `QoSMapCLITests` checks that the policies equal
 /// `PolicySnapshot.policy(input:output:)` for every interface pair of the
-/// test configs. Keys that only the daemon uses (`queues`, `queue`,
-/// `metrics`, the rest of `rules`) are accepted unread; `qosmapd --check`
-/// validates them.
+/// test configs. `queues:` is read by the same reader too (`export nft` sets
+/// their skb priorities, `export tc` builds them). Keys that only the daemon
+/// uses (`queue`, `metrics`, the rest of `rules`) are accepted unread;
+/// `qosmapd --check` validates them.
 struct ExportConfig: Equatable, MarkingSettings {
     /// One interface's settings; nil fields fall back to the top-level ones.
     typealias Interface = InterfaceMarking
@@ -60,6 +61,30 @@ struct ExportConfig: Equatable, MarkingSettings {
     var domainReferences: [TableDiagnostic] = []
     /// `classify:`: flow rules (sets and rules), before trust.
     var classify = FlowRuleSet()
+    /// Each interface's `queues:`, by interface name.
+    var queues: [String: QueueConfig] = [:]
+    /// One positioned line per `queues.ingress-rate`, which the exports refuse.
+    var ingressRateRefusals: [String] = []
+
+    /// The `skb->priority` of each service class (by raw value) for packets
+    /// leaving by `output`, nil when it has no queues: qosmapd's
+    /// `DaemonConfig.queuePriorities(output:)`, which wins over `priority: true`.
+    func queuePriorities(output: String?) -> [UInt32]? {
+        guard let output, let queues = queues[output] else { return nil }
+        return ServiceClass.allCases.sorted { $0.rawValue < $1.rawValue }.map { queues.skbPriority($0) }
+    }
+
+    /// The queue a packet of `serviceClass` leaving by `output` waits in, as
+    /// `explain` and `classify` name it: `7173:15 (EF, pq)`, `7173:14 (AF4,
+    /// wfq 30)`, `7173:8 (CS7, cake tin 7)`; nil when `output` has no queues.
+    func queueName(output: String?, _ serviceClass: ServiceClass) -> String? {
+        guard let output, let queues = queues[output] else { return nil }
+        let handle = TCHandle(rawValue: queues.skbPriority(serviceClass))
+        if let cake = queues.cakePlan(.egress) {
+            return "\(handle) (\(serviceClass), cake \(cake.diffserv.rawValue) tin \(cake.tin(serviceClass)))"
+        }
+        return "\(handle) (\(serviceClass), \(queues.scheduling[serviceClass].map(\.description) ?? "pq"))"
+    }
 
     /// Reads a config file; a read failure names its errno, in qosmapd's
     /// words (`cannot read config: Is a directory (errno 21)`).
@@ -123,13 +148,16 @@ struct ExportConfig: Equatable, MarkingSettings {
             default: break  // queues, queue, metrics, datapath: the daemon's alone
             }
         }
-        // The export writes marking rules only: queues given to it would
-        // shape nothing, so they are refused rather than silently dropped.
-        for (name, key, _) in r.queueNodes {
-            r.yaml.error(
-                key,
-                "queues of '\(name)' are built by qosmapd only; export nft writes no qdiscs (allowed: a config without queues:)"
-            )
+        // Read as qosmapd reads them: `export nft` sets the queues' skb
+        // priorities, `export tc` builds the trees.
+        for (name, _, value) in r.queueNodes {
+            if let queues = r.queueConfig(value, interface: name) { config.queues[name] = queues }
+        }
+        // Download queues are fed by qosmapd's ebpf ingress classifier through
+        // an IFB: nothing an export can build. Kept for `export` to refuse;
+        // explain and classify read the rest of such a config.
+        config.ingressRateRefusals = r.ingressRateNodes.map {
+            "\(r.yaml.file):\($0.mark.line):\($0.mark.column): ingress-rate (download queues) is built by qosmapd's ebpf datapath only (its tc ingress classifier feeds an IFB); export nft and export tc cannot; allowed: rate (egress) only"
         }
         if config.markOnly, config.mark == nil { config.mark = .default }
         return config

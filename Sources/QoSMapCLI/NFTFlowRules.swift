@@ -41,7 +41,7 @@ struct NFTFlowRules {
             let at = "\(rule.position.file):\(rule.position.line):\(rule.position.column)"
             if let dns = rule.match.dns {
                 out.append(
-                    "\(at): rule '\(rule.name)' matches dns: [\(dns.map(\.description).joined(separator: ", "))], whose addresses qosmapd learns from DNS replies at run time; nft without qosmapd cannot; allowed: datapath nfqueue, or rules without dns: in an nft export"
+                    "\(at): rule '\(rule.name)' matches dns: [\(dns.map(\.description).joined(separator: ", "))], whose addresses qosmapd learns from DNS replies at run time; nft without qosmapd cannot; allowed: qosmapd with datapath nfqueue or ebpf (both learn them), or rules without dns: in an nft export"
                 )
             }
             if rule.connection, n + 1 > capacity {

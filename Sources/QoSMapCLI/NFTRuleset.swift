@@ -18,13 +18,15 @@ struct NFTRuleset {
     struct Action: Hashable, Comparable {
         var dscp: UInt8?
         var mark: UInt32?
-        var priority: UInt8?
+        /// The skb priority: a PCP (0–7) with `priority: true`, or a queue's
+        /// class id (`7173:MINOR`) on an egress with `queues:`.
+        var priority: UInt32?
 
         var isEmpty: Bool { dscp == nil && mark == nil && priority == nil }
 
         static func < (a: Action, b: Action) -> Bool {
-            (Int(a.dscp ?? 255), a.mark ?? 0, Int(a.priority ?? 255))
-                < (Int(b.dscp ?? 255), b.mark ?? 0, Int(b.priority ?? 255))
+            (Int(a.dscp ?? 255), a.mark ?? 0, Int(a.priority ?? UInt32.max))
+                < (Int(b.dscp ?? 255), b.mark ?? 0, Int(b.priority ?? UInt32.max))
         }
     }
 
@@ -47,31 +49,39 @@ struct NFTRuleset {
 
         /// What the engine's `result` asks of nft; `newDSCP` is nil when the
         /// DSCP is left as it is.
-        func action(_ result: RemarkResult, _ policy: MarkingPolicy, newDSCP: UInt8?) -> Action {
+        /// `queues` are the egress's skb priorities per class, when it has
+        /// queues: they win over `priority: true`, as in qosmapd's datapaths.
+        func action(_ result: RemarkResult, _ policy: MarkingPolicy, _ queues: [UInt32]?, newDSCP: UInt8?)
+            -> Action
+        {
             var a = Action()
             if rewrite { a.dscp = newDSCP }
             if let encoding = config.mark { a.mark = encoding.value(for: result.treatment) }
-            if config.priority { a.priority = policy.egress.pcp(for: result.treatment).rawValue }
+            if let queues {
+                a.priority = queues[Int(result.treatment.serviceClass.rawValue)]
+            } else if config.priority {
+                a.priority = UInt32(policy.egress.pcp(for: result.treatment).rawValue)
+            }
             return a
         }
 
         /// The actions for a frame tagged PCP/DEI (index `PCP << 1 | DEI`) under
         /// a trust-8021p policy. The DSCP is written whatever the packet
         /// carried (0 in the probe), so it is always set.
-        func tagActions(_ policy: MarkingPolicy, _ family: Family) -> [Action] {
+        func tagActions(_ policy: MarkingPolicy, _ queues: [UInt32]?, _ family: Family) -> [Action] {
             (0..<16).map { k in
                 var frame = ProbeFrame.tagged(pcp: UInt8(k >> 1), dei: k & 1 == 1, ipv6: family == .v6)
                 let result = PacketMarker.remark(&frame, format: .ethernet, policy: policy)
-                return action(result, policy, newDSCP: result.newDSCP?.rawValue)
+                return action(result, policy, queues, newDSCP: result.newDSCP?.rawValue)
             }
         }
 
-        func actions(_ policy: MarkingPolicy, _ family: Family) -> [Action] {
+        func actions(_ policy: MarkingPolicy, _ queues: [UInt32]?, _ family: Family) -> [Action] {
             (0..<64).map { d in
                 var packet = Self.header(family, dscp: UInt8(d))
                 let result = PacketMarker.remark(&packet, format: .ip, policy: policy)
                 let new = result.newDSCP?.rawValue
-                return action(result, policy, newDSCP: new == UInt8(d) ? nil : new)
+                return action(result, policy, queues, newDSCP: new == UInt8(d) ? nil : new)
             }
         }
 
@@ -94,8 +104,12 @@ struct NFTRuleset {
                     "    meta mark set meta mark & \(QoSMapCommand.Export.hex(~encoding.mask)) | \(QoSMapCommand.Export.hex(m))\n"
             }
             if let p = a.priority {
-                name += "_p\(p)"
-                body += "    meta priority set 0:\(p)\n"
+                // A PCP keeps its old name; a queue's class id is major:minor in hex, as tc writes it.
+                let handle = TCHandle(rawValue: p)
+                name +=
+                    handle.major == 0
+                    ? "_p\(p)" : "_q\(String(handle.major, radix: 16))_\(String(handle.minor, radix: 16))"
+                body += "    meta priority set \(handle.major == 0 ? "0:\(p)" : handle.description)\n"
             }
             return (name, body)
         }
@@ -145,12 +159,12 @@ struct NFTRuleset {
         var ruleChainCount: [Int: Int] = [:]
         /// The chain of rule `n` under `policy`: count, connection, then the
         /// egress marking of the rule's class and color, as trust's.
-        func ruleChain(_ n: Int, _ policy: MarkingPolicy) -> String {
+        func ruleChain(_ n: Int, _ policy: MarkingPolicy, _ queues: [UInt32]?) -> String {
             let t = config.classify.rules[n].action.treatment(ingress: policy.ingress)
             let verdicts = Family.allCases.map { f in
                 var probe = Self.header(f, dscp: 0)
                 let result = PacketMarker.remark(&probe, format: .ip, policy: policy, treatment: t)
-                return verdict(action(result, policy, newDSCP: result.newDSCP?.rawValue), f)
+                return verdict(action(result, policy, queues, newDSCP: result.newDSCP?.rawValue), f)
             }
             let clearing = policy.trust == .dot1p && carry.mask != 0
             let key = "\(n) \(verdicts.joined(separator: " ")) \(clearing)"
@@ -173,12 +187,13 @@ struct NFTRuleset {
         }
         func policyChain(_ i: String?, _ o: String?) -> String {
             let policy = policies.policy(input: i, output: o)
+            let queues = config.queuePriorities(output: o)
             // Flow rules first, then the connection's rule, then trust.
-            var body = flows.scan { ruleChain($0, policy) }
+            var body = flows.scan { ruleChain($0, policy, queues) }
             if policy.trust == .dot1p {
                 // Tagged frames: the ingress chain put 1, PCP, DEI in the carry bits.
                 for f in Family.allCases {
-                    let elements = tagActions(policy, f).enumerated().map {
+                    let elements = tagActions(policy, queues, f).enumerated().map {
                         QoSMapCommand.Export.hex(
                             carry.value(pcp: UInt8($0.offset >> 1), dei: $0.offset & 1 == 1))
                             + " : "
@@ -192,7 +207,7 @@ struct NFTRuleset {
                 // Untagged: no carry; the DSCP tables below hold the engine's fallback.
             }
             for f in Family.allCases {
-                let elements = actions(policy, f).enumerated().map {
+                let elements = actions(policy, queues, f).enumerated().map {
                     "\($0.offset) : " + verdict($0.element, f)
                 }
                 body += vmap("\(f.keyword) dscp", elements, indent: "    ")

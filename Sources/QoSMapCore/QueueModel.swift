@@ -344,6 +344,24 @@ public struct QueueConfig: Hashable, Sendable {
         return CAKEPlan(rate: rate, diffserv: diffserv, major: major)
     }
 
+    /// The major of qosmapd's root qdisc, 0x7173 ("qs"): the handle qosmapd
+    /// builds and `qosmap export tc` writes, so that the skb priorities of
+    /// the daemon's datapaths and of `export nft` name the same classes.
+    public static let qosmapdMajor: UInt16 = 0x7173
+
+    /// The `skb->priority` that puts `serviceClass` into its queue of
+    /// `direction` under this config on a root of major `major`: the HTB
+    /// leaf's class id, or the CAKE tin's (0 in CAKE's besteffort mode, which
+    /// reads none, and for ingress without `ingressRate`).
+    public func skbPriority(
+        _ serviceClass: ServiceClass, major: UInt16 = QueueConfig.qosmapdMajor,
+        direction: QueueDirection = .egress
+    ) -> UInt32 {
+        if let cake = cakePlan(direction, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
+        // A config is validated when made: its plans compile.
+        return (try? htbPlan(direction, major: major))??.skbPriority(serviceClass) ?? 0
+    }
+
     /// The settings CAKE does not apply, when they differ from the defaults
     /// (`scheduling`, `pq-max`): CAKE's tins have fixed priorities and
     /// thresholds. For a one-time warning; empty for HTB.

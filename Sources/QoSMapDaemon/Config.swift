@@ -287,8 +287,6 @@ struct ConfigParser {
     var carryMaskNode: Node?
     /// Where `classify:` was written.
     var classifyNode: Node?
-    /// Each `ingress-rate:` read, for the datapath check at the end.
-    var ingressRateNodes: [Node] = []
     var yaml: YAMLContext {
         get { marking.yaml }
         set { marking.yaml = newValue }
@@ -418,14 +416,14 @@ struct ConfigParser {
             }
         }
         for (name, key, value) in marking.queueNodes {
-            if let queues = queueConfig(value, interface: name) {
+            if let queues = marking.queueConfig(value, interface: name) {
                 config.interfaceQueues[name] = InterfaceQueues(
                     config: queues,
                     position: SourcePosition(file: file, line: key.mark.line, column: key.mark.column))
             }
         }
         if config.datapath != .ebpf {
-            for node in ingressRateNodes {
+            for node in marking.ingressRateNodes {
                 error(
                     node,
                     "ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
@@ -434,127 +432,6 @@ struct ConfigParser {
         }
         checkRules(config)
         return config
-    }
-
-    /// The keys of an interface's `queues:`.
-    static let queueKeys = ["rate", "ingress-rate", "scheduling", "pq-max", "discipline", "replace"]
-
-    /// One interface's `queues:`, or nil after reporting each problem at the
-    /// token that has it.
-    mutating func queueConfig(_ node: Node, interface name: String) -> QueueConfig? {
-        guard let pairs = mapping(node, "queues of '\(name)'", allowed: Self.queueKeys) else { return nil }
-        let before = diagnostics.count
-        var rate: Rate?
-        var rateNode: Node?
-        var ingressRate: Rate?
-        var scheduling: [(ServiceClass, QueueScheduling)] = []
-        var schedulingNode: Node?
-        var pqMax = QueueConfig.defaultPQMaxPercent
-        var discipline = QueueDiscipline.htb
-        var replace = false
-        for (_, v, k) in pairs {
-            switch k {
-            case "rate":
-                rateNode = v
-                rate = self.rate(v)
-            case "ingress-rate":
-                ingressRateNodes.append(v)
-                ingressRate = self.rate(v)
-            case "scheduling":
-                schedulingNode = v
-                scheduling = self.scheduling(v)
-            case "pq-max":
-                if let token = scalar(v, "pq-max") {
-                    do throws(QueueConfigError) {
-                        pqMax = try QueueConfig.parsePercent(token)
-                    } catch {
-                        self.error(v, error.description)
-                    }
-                }
-            case "discipline":
-                switch scalar(v, "a queue discipline") {
-                case "htb": discipline = .htb
-                case "cake": discipline = .cake(.diffserv8)
-                case let other?: error(v, "invalid discipline '\(other)'; allowed: htb, cake")
-                case nil: break
-                }
-            default:
-                replace = bool(v, "replace flag") ?? false
-            }
-        }
-        guard let rate else {
-            if rateNode == nil {
-                error(node, "queues of '\(name)' need a rate; allowed: \(Rate.allowedText)")
-            }
-            return nil
-        }
-        guard diagnostics.count == before else { return nil }
-        do throws(QueueConfigError) {
-            return try QueueConfig(
-                rate: rate, ingressRate: ingressRate, scheduling: scheduling, pqMaxPercent: pqMax,
-                discipline: discipline,
-                replace: replace)
-        } catch {
-            // What is left is about the rate (too low, zero) or the scheduling.
-            switch error {
-            case .rateNotPositive, .rateTooLow: self.error(rateNode ?? node, error.description)
-            default: self.error(schedulingNode ?? node, error.description)
-            }
-            return nil
-        }
-    }
-
-    /// A rate token that must have a unit.
-    mutating func rate(_ node: Node) -> Rate? {
-        guard let token = scalar(node, "a rate") else { return nil }
-        do throws(QueueConfigError) {
-            return try Rate(parsing: token, requiringUnit: true)
-        } catch {
-            self.error(node, error.description)
-            return nil
-        }
-    }
-
-    /// `scheduling:`: CLASS: pq, or CLASS: {wfq: WEIGHT}; a class written
-    /// twice (also as `ef` and `EF`) is reported at its second key.
-    mutating func scheduling(_ node: Node) -> [(ServiceClass, QueueScheduling)] {
-        var result: [(ServiceClass, QueueScheduling)] = []
-        for (k, v, name) in mapping(node, "scheduling", allowed: []) ?? [] {
-            guard let serviceClass = ServiceClass(name: name) else {
-                error(k, "unknown service class '\(name)'; allowed: \(ServiceClass.allowedNames)")
-                continue
-            }
-            if result.contains(where: { $0.0 == serviceClass }) {
-                error(k, QueueConfigError.classScheduledTwice(serviceClass).description)
-                continue
-            }
-            let how =
-                "pq or {wfq: WEIGHT} (WEIGHT \(QueueScheduling.weights.lowerBound)-\(QueueScheduling.weights.upperBound))"
-            switch v {
-            case .scalar:
-                let word = scalar(v, "a scheduling")
-                if word == "pq" {
-                    result.append((serviceClass, .pq))
-                } else {
-                    error(v, "invalid scheduling '\(word ?? "")' for \(serviceClass); allowed: \(how)")
-                }
-            case .mapping:
-                for (_, wv, _) in mapping(v, "scheduling of \(serviceClass)", allowed: ["wfq"]) ?? [] {
-                    guard let text = scalar(wv, "a wfq weight") else { continue }
-                    if let weight = Int(text), QueueScheduling.weights.contains(weight) {
-                        result.append((serviceClass, .wfq(weight: weight)))
-                    } else {
-                        error(
-                            wv,
-                            "invalid wfq weight '\(text)' of \(serviceClass); allowed: \(QueueScheduling.weights.lowerBound)-\(QueueScheduling.weights.upperBound)"
-                        )
-                    }
-                }
-            case .sequence:
-                error(v, "expected a scheduling for \(serviceClass), found a sequence; allowed: \(how)")
-            }
-        }
-        return result
     }
 
     func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }

@@ -60,9 +60,13 @@ package struct MarkingConfigReader {
     /// only with `datapath: ebpf`).
     package var dot1pTrust: [Node] = []
     /// Each interface's `queues:` value with its key, in file order: qosmapd
-    /// reads them into its queue configs; the export, which builds no
-    /// queues, refuses them rather than ignore them.
+    /// and the `qosmap` commands that take `--config` read them with
+    /// ``queueConfig(_:interface:)``.
     package var queueNodes: [(interface: String, key: Node, value: Node)] = []
+    /// Each `queues.ingress-rate` value: download shaping needs qosmapd's
+    /// ebpf datapath, which the daemon checks; `export nft` and `export tc`
+    /// refuse it.
+    package var ingressRateNodes: [Node] = []
 
     /// Every top-level key of a qosmapd config.
     package static let topKeys = [

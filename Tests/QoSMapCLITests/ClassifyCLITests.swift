@@ -151,7 +151,11 @@ struct ClassifyCLITests {
             ])
             #expect(cam.status == 0, "\(cam.err)")
             #expect(cam.out.contains("AF4/green       by rule from-cameras"), "\(cam.out)")
-            #expect(cam.out.contains("hop 1 in2->out1 (trusts none; a flow rule classifies)"), "\(cam.out)")
+            #expect(
+                cam.out.contains(
+                    "hop 1 in2->out1: trusts none (flow rules classify, else BE/green), writes dscp"),
+                "\(cam.out)")
+            #expect(!cam.out.contains("trusts dscp"), "\(cam.out)")
         }
     }
 

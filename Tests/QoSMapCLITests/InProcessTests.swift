@@ -58,7 +58,7 @@ struct InProcessTests {
     @Test(arguments: [
         (
             ["export", "json"],
-            "qosmap: error: invalid format 'json'; allowed: nft, sonic, junos, iosxr, linux\n"
+            "qosmap: error: invalid format 'json'; allowed: nft, tc, sonic, junos, iosxr, linux\n"
         ),
         (
             ["export", "nft", "--mask", "0x3"],

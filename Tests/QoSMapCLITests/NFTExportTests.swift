@@ -168,17 +168,27 @@ struct NFTExportTests {
         #expect(mine == theirs)
     }
 
-    /// The export builds no queues: `queues:` is refused in one line, where
-    /// it was written, not dropped (qosmapd takes the same config).
-    @Test func queuesAreRefused() throws {
-        let yaml = "interfaces:\n  wan0: {queues: {rate: 20mbit}}\n"
-        #expect(try DaemonConfig.parse(yaml, file: "x.yaml").interfaceQueues["wan0"] != nil)
-        #expect {
-            _ = try ExportConfig.parse(yaml, file: "x.yaml")
-        } throws: {
-            "\($0)"
-                == "x.yaml:2:10: queues of 'wan0' are built by qosmapd only; export nft writes no qdiscs (allowed: a config without queues:)"
+    /// `queues:` is read by qosmapd's reader: the same configs, the same
+    /// skb priority per class and interface, the same messages.
+    @Test func queuesAreReadAsQosmapdReadsThem() throws {
+        let yaml =
+            "interfaces:\n  wan0: {queues: {rate: 20mbit, scheduling: {AF4: pq}}}\n  lan0: {queues: {rate: 1gbit, discipline: cake}}\n  eth9: {}\n"
+        let mine = try ExportConfig.parse(yaml, file: "x.yaml")
+        let theirs = try DaemonConfig.parse(yaml, file: "x.yaml")
+        #expect(mine.queues == theirs.interfaceQueues.mapValues(\.config))
+        for name in ["wan0", "lan0", "eth9", "none0"] {
+            #expect(mine.queuePriorities(output: name) == theirs.queuePriorities(output: name), "\(name)")
         }
+        // AF4 made pq: its leaf is 7173:14 all the same (the minor is the class's rank).
+        #expect(mine.queuePriorities(output: "wan0")?[Int(ServiceClass.af4.rawValue)] == 0x7173_0014)
+        #expect(mine.queuePriorities(output: "eth9") == nil)
+        let bad = "interfaces:\n  wan0: {queues: {rate: 20, pq-max: 0%}}\n"
+        var a = ""
+        var b = ""
+        do { _ = try ExportConfig.parse(bad, file: "x.yaml") } catch { a = "\(error)" }
+        do { _ = try DaemonConfig.parse(bad, file: "x.yaml") } catch { b = "\(error)" }
+        #expect(a.hasPrefix("x.yaml:2:"))
+        #expect(a == b)
     }
 
     @Test func unknownDomainIsPositioned() throws {

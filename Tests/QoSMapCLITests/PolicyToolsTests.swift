@@ -174,7 +174,7 @@ struct PolicyToolsTests {
         #expect(none.status == 64)
         #expect(
             none.err
-                == "qosmap: error: interface 'mgmt0' trusts none in the config: every packet is BE/green; nothing to trace\n"
+                == "qosmap: error: interface 'mgmt0' trusts none in the config and it has no flow rules: every packet is BE/green; nothing to trace\n"
         )
         #expect(policyRun(base + ["--ingress", "cust0"]).status == 64)
         #expect(

@@ -68,7 +68,7 @@ public final class EgressQueues {
     /// The major of qosmapd's root qdisc: 0x7173 ("qs"), the handle of
     /// qosmapd's tc filter too; not 1:, which operators use. Packets reach a
     /// class through `skb->priority` = `0x7173_00MM`.
-    public static let major: UInt16 = 0x7173
+    public static let major: UInt16 = QueueConfig.qosmapdMajor
     /// qosmapd's root handle.
     public static let rootHandle = QdiscHandle(major: major)
     /// The clsact ingress priority of the u32 filter that redirects a
@@ -106,9 +106,7 @@ public final class EgressQueues {
     public static func skbPriority(
         _ serviceClass: ServiceClass, config: QueueConfig, direction: QueueDirection = .egress
     ) -> UInt32 {
-        if let cake = config.cakePlan(direction, major: major) { return cake.skbPriority(serviceClass) ?? 0 }
-        // The config was validated: its plan compiles.
-        return (try? config.htbPlan(direction, major: major))??.skbPriority(serviceClass) ?? 0
+        config.skbPriority(serviceClass, major: major, direction: direction)
     }
 
     /// The IFB device that holds the download queues of `interface`
