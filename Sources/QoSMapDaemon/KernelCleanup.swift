@@ -112,6 +112,24 @@ public enum KernelCleanup {
     /// virtual device of that name counts (sysfs, as this namespace mounts
     /// it); the ingress classifier that redirected to it is removed above.
     static func removeDownloadIFBs(_ outcome: inout Outcome) {
+        // The redirects to the IFBs first: without its IFB, mirred drops what arrives.
+        if let shaper = try? TrafficShaper() {
+            for (index, name) in interfaces() {
+                guard
+                    let filters = try? shaper.ingressFilters(ifindex: index),
+                    filters.contains(where: {
+                        $0.priority == EgressQueues.redirectPriority && $0.kind == "u32"
+                    })
+                else { continue }
+                do {
+                    try shaper.deleteIngressFilters(ifindex: index, priority: EgressQueues.redirectPriority)
+                    outcome.removed.append(
+                        "removed the download redirect of \(name) (ingress u32 mirred filter)")
+                } catch {
+                    outcome.errors.append("cannot remove the download redirect of \(name): \(error)")
+                }
+            }
+        }
         let ifbs = interfaces().filter {
             $0.name.hasPrefix("qmi-")
                 && link("/sys/class/net/\($0.name)")?.contains("/devices/virtual/net/") == true
