@@ -103,7 +103,7 @@ extension QoSMapCommand {
             name: .long,
             help: ArgumentHelp(
                 "A qosmapd config: hop 1 is what qosmapd does from --ingress to --egress (then any --hop).",
-                valueName: "FILE"))
+                valueName: "FILE"), completion: .file())
         var config: String?
 
         @Option(name: .long, help: "With --config: the interface the packet arrives on.")
