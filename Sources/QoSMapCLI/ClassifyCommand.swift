@@ -376,7 +376,8 @@ extension QoSMapCommand {
                   qosmap classify --config qosmapd.yaml --in trace.pcap --ingress in1 --json
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The qosmapd config.", valueName: "FILE"), completion: .file())
+        @Option(
+            name: .long, help: ArgumentHelp("The qosmapd config.", valueName: "FILE"), completion: .file())
         var config: String
 
         @Option(name: .long, help: "The interface the packet arrives on.")
@@ -387,7 +388,8 @@ extension QoSMapCommand {
 
         @Option(
             name: .customLong("in"),
-            help: ArgumentHelp("A capture to classify packet by packet.", valueName: "FILE"), completion: .file())
+            help: ArgumentHelp("A capture to classify packet by packet.", valueName: "FILE"),
+            completion: .file())
         var input: String?
 
         @OptionGroup var packet: PacketOptions

@@ -468,7 +468,8 @@ public final class EBPFDatapath: Service, Sendable {
         } else {
             metadata["clsact"] = "\(created ? "created" : "existing")"
             logger.info(
-                hook == .ingress ? "ingress classifier attached (802.1p carry, download classes)" : "classifier attached",
+                hook == .ingress
+                    ? "ingress classifier attached (802.1p carry, download classes)" : "classifier attached",
                 metadata: metadata)
         }
         return true
@@ -564,7 +565,8 @@ public final class EBPFDatapath: Service, Sendable {
                     "prog_id": "\(id)",
                 ]
                 if !ours.contains(id) {
-                    guard case .acquired = try? InterfaceLock.acquire(name) else { continue }  // a live daemon's
+                    // A live daemon's.
+                    guard case .acquired = try? InterfaceLock.acquire(name) else { continue }
                 }
                 do {
                     try TrafficControl.detach(f)

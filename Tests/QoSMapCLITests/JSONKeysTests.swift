@@ -13,7 +13,9 @@ struct JSONKeysTests {
     @Test func item11_domainsNameTheDomainAsDomain() throws {
         let rows = try #require(try json(["domains", "--json"]) as? [[String: Any]])
         #expect(rows.map { $0["domain"] as? String } == ["default", "5p3d", "edge-cake"])
-        #expect(rows.map { $0["name"] as? String } == ["default", "5p3d", "edge-cake"], "the documented key stays")
+        #expect(
+            rows.map { $0["name"] as? String } == ["default", "5p3d", "edge-cake"], "the documented key stays"
+        )
     }
 
     @Test func item11_showHasTheDescription() throws {
