@@ -1434,9 +1434,21 @@ int qosmap_ingress(struct __sk_buff *skb) {
     } else {
         c = qm_shape_class(skb, ETH_HLEN, proto, carried);
     }
-    // Laundered: clang knows c < 8 and drops the mask, the verifier's
+    // Read at constant offsets: without CAP_PERFMON the verifier refuses a
+    // variable offset into the map value ("pointer arithmetic with it
+    // prohibited for !root"). Laundered: clang knows c < 8, the verifier's
     // bounds of the division do not.
-    skb->priority = sh->prio[qm_launder(c) & 7];
+    // Each value loaded (and laundered) before the choice, so that clang
+    // does not pick among addresses instead, which is the same refusal.
+    c = qm_launder(c) & 7;
+    __u32 v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = qm_launder(sh->prio[i]);
+    __u32 prio = v[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++)
+        if (c == (__u32)i) prio = v[i];
+    skb->priority = prio;
     return TC_ACT_UNSPEC;
 }
 
