@@ -28,17 +28,9 @@ struct ManPageTests {
     func item19_mandocLintFindsNoWarning() throws {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../docs/man/qosmap.1").standardized
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/mandoc")
-        process.arguments = ["-T", "lint", "-W", "warning", url.path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (text, status) = try mandocLint(url.path)
         #expect(text == "")
-        #expect(process.terminationStatus == 0)
+        #expect(status == 0)
     }
 
     /// Issue 39 item 6: on a macro line mdoc reads a word that is also a
@@ -116,16 +108,21 @@ struct ManPageTests {
         #expect(keys.count >= 12, "\(keys)")
         for key in keys { #expect(page.contains("\n.It Ic \(key)\n"), "config key \(key)") }
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/mandoc") {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/mandoc")
-            process.arguments = ["-T", "lint", "-W", "warning", url.path]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = out
-            try process.run()
-            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(text == "")
+            #expect(try mandocLint(url.path).text == "")
         }
     }
+}
+
+/// `mandoc -T lint -W warning PATH`: what it printed (stdout and stderr) and its status.
+func mandocLint(_ path: String) throws -> (text: String, status: Int32) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/mandoc")
+    process.arguments = ["-T", "lint", "-W", "warning", path]
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = out
+    try process.run()
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (text, process.terminationStatus)
 }
