@@ -1267,7 +1267,15 @@ static __always_inline int mark_ip(struct __sk_buff *skb, const __u32 off, __be1
         outcome = QM_REWRITTEN;
     }
     if (e->flags & QM_F_MARK) skb->mark = (skb->mark & ~e->mark_mask) | e->mark_value;
-    if (e->flags & QM_F_PRIORITY) skb->priority = e->priority;
+    if (e->flags & QM_F_PRIORITY) {
+        skb->priority = e->priority;
+        // The color (Treatment.cellIndex % 3: green 0, yellow 1, red 2) for
+        // a GRED leaf, which picks its drop precedence from skb->tc_index.
+        // Written as the class id: on TC_ACT_OK the kernel sets tc_index to
+        // the classifier's minor (tc_classid in direct-action mode), over
+        // what the program wrote into tc_index itself.
+        skb->tc_classid = e->cell % 3;
+    }
     // A rule's cell is its entry's (EBPFTables writes the entry at
     // QM_RULE_BASE + cell with that cell): taken from r, the counter does
     // not wait for the entry's load. Else a compare, not `% QM_CELLS` (a
@@ -1337,13 +1345,13 @@ struct {
     __type(value, struct qm_shape);
 } qm_shape SEC(".maps");
 
-// The service class of a packet arriving on skb->ifindex, before routing:
+// The cell (class * 3 + color) of a packet arriving on skb->ifindex, before routing:
 // the interface's ingress policy (trust and domain; the carried 802.1p tag
 // for trust 8021p), then the flow rules and the connections they keep, as
 // qosmap_egress decides it, but without flow behaviour (which counts a flow
 // once, at egress) and without counting rules. The pair's egress policy is
 // 0: the class does not depend on it. `off` is a constant in each copy.
-static __always_inline __u32 qm_shape_class(struct __sk_buff *skb, const __u32 off, __be16 proto,
+static __always_inline __u32 qm_shape_cell(struct __sk_buff *skb, const __u32 off, __be16 proto,
                                             __u32 carried) {
     int v6;
     if (proto == bpf_htons(ETH_P_IP)) v6 = 0;
@@ -1377,7 +1385,7 @@ static __always_inline __u32 qm_shape_class(struct __sk_buff *skb, const __u32 o
     }
     struct qm_entry *e = bpf_map_lookup_elem(&qm_table, &index);
     if (!e) return 0;
-    return (e->cell % QM_CELLS) / 3;  // Treatment.cellIndex: class * 3 + color
+    return e->cell % QM_CELLS;  // Treatment.cellIndex: class * 3 + color
 }
 
 // Trust 802.1p: the tag's PCP and DEI into skb->mark's carry bits. The tag
@@ -1430,10 +1438,15 @@ int qosmap_ingress(struct __sk_buff *skb) {
         void *data = (void *)(long)skb->data;
         void *end = (void *)(long)skb->data_end;
         struct vlan_hdr_qm *v = data + ETH_HLEN;
-        c = (void *)(v + 1) > end ? 0 : qm_shape_class(skb, ETH_HLEN + 4, v->proto, carried);
+        c = (void *)(v + 1) > end ? 0 : qm_shape_cell(skb, ETH_HLEN + 4, v->proto, carried);
     } else {
-        c = qm_shape_class(skb, ETH_HLEN, proto, carried);
+        c = qm_shape_cell(skb, ETH_HLEN, proto, carried);
     }
+    // The color for a GRED leaf on the IFB (its drop precedence is
+    // skb->tc_index): kept, since the mirred filter that follows steals the
+    // packet and the kernel only overwrites tc_index on TC_ACT_OK.
+    skb->tc_index = c % 3;
+    c /= 3;
     // Read at constant offsets: without CAP_PERFMON the verifier refuses a
     // variable offset into the map value ("pointer arithmetic with it
     // prohibited for !root"). Laundered: clang knows c < 8, the verifier's

@@ -890,10 +890,10 @@ public struct FQCodelLeaf: Hashable, Sendable {
 }
 
 /// GRED's parameters for an AF leaf: one virtual queue per color, red dropped
-/// earliest. A model only: whether qosmapd builds GRED is not decided. GRED
-/// picks the virtual queue from `skb->tc_index` (its low 4 bits), not from
-/// the priority, so a datapath would have to set `tc_index` to the color
-/// (tc BPF can write it; nfqueue cannot).
+/// earliest. GRED picks the virtual queue from `skb->tc_index` (its low 4
+/// bits), not from the priority, so only a datapath that sets `tc_index` to
+/// the color gets it: the ebpf classifier writes it; nfqueue's verdict
+/// cannot, and qosmapd builds no GRED there.
 public struct GREDLeaf: Hashable, Sendable {
     /// One color's RED thresholds.
     public struct Threshold: Hashable, Sendable {
@@ -911,6 +911,9 @@ public struct GREDLeaf: Hashable, Sendable {
     public var limitBytes: UInt32
     /// The thresholds, green, yellow, red.
     public var thresholds: [Threshold]
+    /// The rate the leaf drains at, bytes per second (how fast RED's
+    /// average decays while the leaf is idle).
+    public var drainBytesPerSecond: UInt64
 
     /// Thresholds as shares of the limit, lower for worse colors:
     /// green 40–80 %, yellow 25–60 %, red 10–40 %, 10 % drop probability at
@@ -918,6 +921,7 @@ public struct GREDLeaf: Hashable, Sendable {
     public init(drainRate rate: Rate) {
         let limit = LeafQueue.fifoLimit(drainRate: rate)
         limitBytes = limit
+        drainBytesPerSecond = rate.bytesPerSecond
         let shares: [(Color, UInt64, UInt64)] = [(.green, 40, 80), (.yellow, 25, 60), (.red, 10, 40)]
         thresholds = shares.map { color, low, high in
             Threshold(

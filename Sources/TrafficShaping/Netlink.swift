@@ -57,6 +57,12 @@ enum RT {
     static let cakeBaseRate64: UInt16 = 2  // TCA_CAKE_BASE_RATE64
     static let cakeDiffservMode: UInt16 = 3  // TCA_CAKE_DIFFSERV_MODE
 
+    static let gredParameters: UInt16 = 1  // TCA_GRED_PARMS: struct tc_gred_qopt
+    static let gredStab: UInt16 = 2  // TCA_GRED_STAB: 256 bytes
+    static let gredTable: UInt16 = 3  // TCA_GRED_DPS: struct tc_gred_sopt
+    static let gredMaxP: UInt16 = 4  // TCA_GRED_MAX_P
+    static let gredLimit: UInt16 = 5  // TCA_GRED_LIMIT
+
     static let linkLayerEthernet: UInt8 = 1  // TC_LINKLAYER_ETHERNET
 
     static let interfaceName: UInt16 = 3  // IFLA_IFNAME

@@ -134,6 +134,8 @@ public enum QdiscOptions: Hashable, Sendable {
     case pfifo(limitPackets: UInt32)
     /// `cake`.
     case cake(CAKEOptions)
+    /// `gred`: its table and virtual queues.
+    case gred(GREDOptions)
 
     /// The kernel's name of the kind (`TCA_KIND`).
     public var kind: String {
@@ -143,7 +145,147 @@ public enum QdiscOptions: Hashable, Sendable {
         case .bfifo: "bfifo"
         case .pfifo: "pfifo"
         case .cake: "cake"
+        case .gred: "gred"
         }
+    }
+}
+
+/// One GRED virtual queue (a drop precedence): its RED thresholds, as
+/// `tc qdisc change … gred DP N min … max … probability …` gives them.
+public struct GREDVirtualQueue: Hashable, Sendable {
+    /// The virtual queue, which `skb->tc_index`'s low 4 bits select (0–15).
+    public var dp: UInt8
+    /// The average backlog, bytes, where early drop starts.
+    public var minBytes: UInt32
+    /// The average backlog, bytes, where every packet is dropped.
+    public var maxBytes: UInt32
+    /// The hard limit of the backlog this queue's packets may find, bytes.
+    public var limitBytes: UInt32
+    /// The drop probability at `maxBytes`, 0 < p ≤ 1.
+    public var probability: Double
+    /// The average packet size, bytes (tc's `avpkt`, 1000 by default).
+    public var averagePacketBytes: UInt32
+    /// The drain rate, bytes per second (tc's `bandwidth`): how fast the
+    /// average decays while the queue is idle.
+    public var bandwidthBytesPerSecond: UInt64
+    /// The priority in GRIO mode; equal for all queues gives WRED mode (one
+    /// average over the whole backlog, each queue its own thresholds).
+    public var prio: UInt8
+
+    /// A virtual queue.
+    public init(
+        dp: UInt8, minBytes: UInt32, maxBytes: UInt32, limitBytes: UInt32, probability: Double,
+        averagePacketBytes: UInt32 = 1000, bandwidthBytesPerSecond: UInt64, prio: UInt8 = 1
+    ) {
+        self.dp = dp
+        self.minBytes = minBytes
+        self.maxBytes = maxBytes
+        self.limitBytes = limitBytes
+        self.probability = probability
+        self.averagePacketBytes = averagePacketBytes
+        self.bandwidthBytesPerSecond = bandwidthBytesPerSecond
+        self.prio = prio
+    }
+}
+
+/// GRED's parameters (`TCA_GRED_*`): the table (`struct tc_gred_sopt`, the
+/// qdisc's limit) and its virtual queues, which the kernel takes one
+/// message each after the table.
+public struct GREDOptions: Hashable, Sendable {
+    /// How many virtual queues (1–16).
+    public var virtualQueueCount: UInt32
+    /// The queue of a packet whose `tc_index` names none.
+    public var defaultQueue: UInt32
+    /// GRIO mode; with equal prios it is WRED mode.
+    public var grio: Bool
+    /// The qdisc's hard limit, bytes.
+    public var limitBytes: UInt32
+    /// The virtual queues; empty when read back without them.
+    public var virtualQueues: [GREDVirtualQueue]
+
+    /// GRED's parameters.
+    public init(
+        virtualQueueCount: UInt32, defaultQueue: UInt32 = 0, grio: Bool = true, limitBytes: UInt32,
+        virtualQueues: [GREDVirtualQueue]
+    ) {
+        self.virtualQueueCount = virtualQueueCount
+        self.defaultQueue = defaultQueue
+        self.grio = grio
+        self.limitBytes = limitBytes
+        self.virtualQueues = virtualQueues
+    }
+}
+
+/// RED's derived parameters, as iproute2's `tc_red_eval_ewma`,
+/// `tc_red_eval_P` and `tc_red_eval_idle_damping` compute them: the kernel
+/// takes logarithms and a table, not the thresholds' intent.
+public struct REDParameters: Hashable, Sendable {
+    /// log2 of the average's weight's inverse.
+    public var wlog: UInt8
+    /// log2 of P_max / (max − min).
+    public var plog: UInt8
+    /// The idle damping table's cell size, log2 of ticks.
+    public var scellLog: UInt8
+    /// The idle damping table: how many halvings of the average per cell idle.
+    public var stab: [UInt8]
+    /// P_max × 2^32.
+    public var maxP: UInt32
+
+    /// Derives them for `queue` with the scheduler's `clock`; nil when no
+    /// valid set exists (a burst below what the minimum needs, or the
+    /// thresholds too large for the kernel's fixed point: `fls(max) + Wlog`
+    /// must stay below 32).
+    public init?(_ queue: GREDVirtualQueue, clock: PacketSchedulerClock) {
+        let avpkt = Double(max(queue.averagePacketBytes, 1))
+        let minimum = Double(queue.minBytes), maximum = Double(queue.maxBytes)
+        guard queue.maxBytes >= queue.minBytes, queue.probability > 0, queue.probability <= 1 else {
+            return nil
+        }
+        // tc's gred default burst: (2 min + max) / (3 avpkt) packets.
+        let burst = max(((2 * minimum + maximum) / (3 * avpkt)).rounded(.down), 1)
+        // Wlog: the least weight W = 2^-wlog whose average reaches min from
+        // empty within `burst` packets (tc_red_eval_ewma).
+        let a = burst + 1 - minimum / avpkt
+        guard a >= 1 else { return nil }
+        var wlog = 1
+        var w = 0.5
+        while wlog < 32 {
+            if a <= (1 - pow(1 - w, burst)) / w { break }
+            wlog += 1
+            w /= 2
+        }
+        let bits = UInt32.bitWidth - queue.maxBytes.leadingZeroBitCount
+        wlog = min(wlog, 31 - bits)
+        guard wlog >= 1 else { return nil }
+        // Plog (tc_red_eval_P).
+        var plog = 0
+        let span = maximum - minimum
+        if span > 0 {
+            var p = queue.probability / span
+            while plog < 32, p <= 1 {
+                p *= 2
+                plog += 1
+            }
+            guard plog < 32 else { return nil }
+        }
+        // Idle damping (tc_red_eval_idle_damping): per cell of 2^clog ticks
+        // idle, the average decays as if that many average packets had left.
+        let xmit = Double(
+            clock.transmissionTicks(
+                bytes: UInt64(avpkt), bytesPerSecond: max(queue.bandwidthBytesPerSecond, 1)))
+        let lw = -log(1 - 1 / Double(1 << wlog)) / max(xmit, 1)
+        let maxTime = 31 / lw
+        var clog = 0
+        while clog < 32, maxTime / Double(UInt64(1) << clog) >= 512 { clog += 1 }
+        guard clog < 32 else { return nil }
+        var table = [UInt8](repeating: 31, count: 256)
+        table[0] = 0
+        for i in 1..<255 { table[i] = UInt8(min(Double(i << clog) * lw, 31)) }
+        self.wlog = UInt8(wlog)
+        self.plog = UInt8(plog)
+        scellLog = UInt8(clog)
+        stab = table
+        maxP = UInt32(min(queue.probability * 4_294_967_296, Double(UInt32.max)))
     }
 }
 

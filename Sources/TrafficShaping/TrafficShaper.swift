@@ -131,6 +131,45 @@ public final class TrafficShaper {
                 try message.put(RT.kind, options.kind)
                 try Self.encode(options, into: message)
             })
+        // GRED takes its table first, then each virtual queue in a change
+        // of its own (the kernel refuses both in one message).
+        if case .gred(let gred) = options {
+            let clock = PacketSchedulerClock.current
+            for queue in gred.virtualQueues {
+                guard let red = REDParameters(queue, clock: clock) else {
+                    throw TrafficShapingError(
+                        operation: .newQdisc, errno: .invalidArgument, subject: subject + " DP \(queue.dp)",
+                        ifindex: ifindex,
+                        kernelMessage: "no RED parameters fit min \(queue.minBytes) max \(queue.maxBytes)")
+                }
+                try perform(
+                    .newQdisc, subject: subject + " DP \(queue.dp)", ifindex: ifindex, type: RT.newQdisc,
+                    flags: 0,
+                    extraHeader: Self.tcmsg(ifindex: ifindex, handle: handle, parent: parent),
+                    attributes: { (message: MessageWriter) throws(Errno) in
+                        try message.put(RT.kind, options.kind)
+                        try message.nest(RT.options) { () throws(Errno) in
+                            var qopt = StructBytes()
+                            qopt.append(queue.limitBytes)  // limit
+                            qopt.append(queue.minBytes)  // qth_min
+                            qopt.append(queue.maxBytes)  // qth_max
+                            qopt.append(UInt32(queue.dp))  // DP
+                            for _ in 0..<6 { qopt.append(UInt32(0)) }  // backlog … pdrop: counters
+                            qopt.append(red.wlog)
+                            qopt.append(red.plog)
+                            qopt.append(red.scellLog)
+                            qopt.append(queue.prio)
+                            qopt.append(UInt32(0))  // packets
+                            qopt.append(UInt32(0))  // bytesin
+                            try message.put(RT.gredParameters, qopt)
+                            var stab = StructBytes()
+                            stab.bytes = red.stab
+                            try message.put(RT.gredStab, stab)
+                            try message.put(RT.gredMaxP, red.maxP)
+                        }
+                    })
+            }
+        }
     }
 
     /// Deletes a qdisc and everything below it (`RTM_DELQDISC`). Deleting the
@@ -531,6 +570,17 @@ public final class TrafficShaper {
                 if let value = codel.intervalMicroseconds { try message.put(RT.fqCodelInterval, value) }
                 if let value = codel.ecn { try message.put(RT.fqCodelECN, UInt32(value ? 1 : 0)) }
             }
+        case .gred(let gred):
+            try message.nest(RT.options) { () throws(Errno) in
+                var sopt = StructBytes()
+                sopt.append(gred.virtualQueueCount)  // DPs
+                sopt.append(gred.defaultQueue)  // def_DP
+                sopt.append(UInt8(gred.grio ? 1 : 0))  // grio
+                sopt.append(UInt8(0))  // flags
+                sopt.append(UInt16(0))  // pad1
+                try message.put(RT.gredTable, sopt)
+                try message.put(RT.gredLimit, gred.limitBytes)
+            }
         case .cake(let cake):
             try message.nest(RT.options) { () throws(Errno) in
                 // CAKE's base rate is bytes per second, as tc's get_rate64 gives it.
@@ -568,6 +618,33 @@ public final class TrafficShaper {
                 CAKEOptions(
                     bandwidthBitsPerSecond: rate.map { $0 * 8 },
                     diffserv: u32(RT.cakeDiffservMode).flatMap(CAKEDiffservMode.init(rawValue:))))
+        case "gred":
+            guard let table = options.nested.first(where: { $0.type == RT.gredTable }),
+                let count = table.integer(UInt32.self), let def = table.integer(UInt32.self, at: 4),
+                let grio = table.integer(UInt8.self, at: 8)
+            else { return nil }
+            var queues: [GREDVirtualQueue] = []
+            if let parms = options.nested.first(where: { $0.type == RT.gredParameters })?.payload {
+                // One struct tc_gred_qopt (52 bytes) per possible DP; an
+                // absent one has DP 16 + its index.
+                var at = 0
+                while at + 52 <= parms.count {
+                    let field = { (o: Int) in parms.loadUnaligned(fromByteOffset: at + o, as: UInt32.self) }
+                    if field(12) < 16 {
+                        queues.append(
+                            GREDVirtualQueue(
+                                dp: UInt8(field(12)), minBytes: field(4), maxBytes: field(8),
+                                limitBytes: field(0),
+                                probability: 0, bandwidthBytesPerSecond: 0,
+                                prio: parms.loadUnaligned(fromByteOffset: at + 43, as: UInt8.self)))
+                    }
+                    at += 52
+                }
+            }
+            return .gred(
+                GREDOptions(
+                    virtualQueueCount: count, defaultQueue: def, grio: grio != 0,
+                    limitBytes: u32(RT.gredLimit) ?? 0, virtualQueues: queues))
         default:
             return nil
         }

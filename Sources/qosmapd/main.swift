@@ -132,7 +132,7 @@ struct QoSMapD: AsyncParsableCommand {
         // and after the checks that exit, so that none leaves a tree behind.
         let egressQueues: EgressQueues
         do {
-            egressQueues = try EgressQueues(logger: logger)
+            egressQueues = try EgressQueues(logger: logger, colorAware: snapshot.config.datapath == .ebpf)
         } catch {
             writeStandardError("qosmapd: error: \(error)\n")
             throw ExitCode(65)

@@ -185,6 +185,55 @@ struct TrafficShapingMessageTests {
         #expect(try #require(PacketSchedulerClock.parse("000003e8 00000040 000f4240 00000064")).hz == 100)
     }
 
+    @Test func redParametersAreTcs() throws {
+        // Worked by hand with iproute2's formulas: burst (2·5000 + 20000) /
+        // 3000 = 10 packets; a = 10 + 1 − 5 = 6; (1 − (1 − W)^10) / W reaches
+        // 6 first at W = 1/16 (7.61; 5.90 at 1/8): Wlog 4. P 0.1 / 15000 is
+        // above 1 after 18 doublings: Plog 18. 1000 bytes at 500 kB/s are
+        // 31250 ticks; 31 / (−ln(15/16) / 31250) = 1.5e7 ticks is below 512
+        // cells of 2^15: Scell_log 15.
+        let clock = PacketSchedulerClock(ticksPerMicrosecond: 15.625, hz: 1_000_000_000)
+        let queue = GREDVirtualQueue(
+            dp: 2, minBytes: 5_000, maxBytes: 20_000, limitBytes: 50_000, probability: 0.1,
+            bandwidthBytesPerSecond: 500_000)
+        let red = try #require(REDParameters(queue, clock: clock))
+        #expect(red.wlog == 4 && red.plog == 18 && red.scellLog == 15)
+        #expect(red.maxP == 429_496_729)
+        #expect(red.stab.count == 256 && red.stab[0] == 0 && red.stab[255] == 31)
+        #expect(red.stab.allSatisfy { $0 < 32 })
+        // A minimum the burst cannot reach, and max below min: no parameters.
+        var bad = queue
+        bad.maxBytes = 4_000
+        #expect(REDParameters(bad, clock: clock) == nil)
+        // Thresholds so large that the kernel's fixed point would overflow:
+        // Wlog shrinks so that fls(max) + Wlog stays below 32.
+        let big = GREDVirtualQueue(
+            dp: 0, minBytes: 40_000_000, maxBytes: 80_000_000, limitBytes: 100_000_000, probability: 0.1,
+            bandwidthBytesPerSecond: 125_000_000)
+        let wide = try #require(REDParameters(big, clock: clock))
+        #expect(Int(wide.wlog) + (32 - UInt32(80_000_000).leadingZeroBitCount) < 32)
+    }
+
+    @Test func gredLeavesRankColorsByDropPrecedence() {
+        let leaf = GREDLeaf(drainRate: Rate(bitsPerSecond: 4_000_000))
+        #expect(leaf.limitBytes == 50_000 && leaf.drainBytesPerSecond == 500_000)
+        let t = leaf.thresholds
+        #expect(t.map(\.color) == [.green, .yellow, .red])
+        // Red starts dropping first and is all dropped first; green last.
+        #expect(t[2].minBytes < t[1].minBytes && t[1].minBytes < t[0].minBytes)
+        #expect(t[2].maxBytes < t[1].maxBytes && t[1].maxBytes < t[0].maxBytes)
+        #expect(t.allSatisfy { $0.maxBytes < leaf.limitBytes })
+        // Each color's parameters exist at this rate.
+        let clock = PacketSchedulerClock(ticksPerMicrosecond: 15.625, hz: 1_000_000_000)
+        for threshold in t {
+            let queue = GREDVirtualQueue(
+                dp: threshold.color.rawValue, minBytes: threshold.minBytes, maxBytes: threshold.maxBytes,
+                limitBytes: leaf.limitBytes, probability: 0.1,
+                bandwidthBytesPerSecond: leaf.drainBytesPerSecond)
+            #expect(REDParameters(queue, clock: clock) != nil, "\(threshold.color)")
+        }
+    }
+
     @Test func htbParametersAreLaidOutAsTcHtbOpt() throws {
         let clock = PacketSchedulerClock(ticksPerMicrosecond: 15.625, hz: 1_000_000_000)
         let shaper = try TrafficShaper(clock: clock)

@@ -85,13 +85,24 @@ public final class EgressQueues {
     var wanted: [String: WantedQueues] = [:]
     /// Whether the kernel has fq_codel; nil until the first leaf is built.
     var hasFQCodel: Bool?
+    /// Whether the kernel has GRED; nil until the first AF leaf is built
+    /// with ``colorAware``.
+    var hasGRED: Bool?
+    /// Whether the datapath gives each packet its color in `skb->tc_index`
+    /// (the ebpf classifier does; nfqueue's verdict cannot), so that an AF
+    /// leaf may be GRED with green, yellow and red as drop precedences.
+    let colorAware: Bool
     /// Interfaces whose absence or refusal was already logged, so that the
     /// 1 s check logs once.
     var reported: Set<String> = []
 
     /// Opens the rtnetlink socket.
     /// - Throws: ``EgressQueueError`` when the socket cannot be opened.
-    public init(logger: Logger, metrics: QueueMetrics = QueueMetrics()) throws(EgressQueueError) {
+    /// - Parameter colorAware: whether the datapath sets `skb->tc_index` to
+    ///   the packet's color (``colorAware``).
+    public init(logger: Logger, metrics: QueueMetrics = QueueMetrics(), colorAware: Bool = false)
+        throws(EgressQueueError)
+    {
         do {
             shaper = try TrafficShaper()
         } catch {
@@ -99,6 +110,7 @@ public final class EgressQueues {
         }
         self.logger = logger
         self.metrics = metrics
+        self.colorAware = colorAware
     }
 
     /// The `skb->priority` that puts `serviceClass` into its queue under
@@ -138,6 +150,12 @@ public final class EgressQueues {
     /// it appears).
     public func start(_ queues: [String: InterfaceQueues]) throws(EgressQueueError) {
         wanted = Self.wants(queues)
+        if !colorAware, wanted.values.contains(where: { $0.config.discipline == .htb }) {
+            // Said once: the AF classes' colors give no drop order here.
+            logger.notice(
+                "queues: no color-aware drop: GRED picks a packet's drop precedence from skb->tc_index, which only datapath: ebpf sets; AF leaves are fq_codel or bfifo"
+            )
+        }
         for name in wanted.keys.sorted() {
             try ensure(name, atStart: true)
         }
@@ -381,8 +399,7 @@ public final class EgressQueues {
     {
         let parent = QdiscHandle(rawValue: plan.leaf(serviceClass).id.rawValue)
         let handle = QdiscHandle(rawValue: plan.leafQdiscHandle(serviceClass).rawValue)
-        let kinds: QdiscKinds = hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel]
-        let leaf = plan.leaves(available: kinds, colorAware: false)[serviceClass]!
+        let leaf = plan.leaves(available: leafKinds, colorAware: colorAware)[serviceClass]!
         switch leaf {
         case .fqCodel(let codel):
             do {
@@ -406,9 +423,53 @@ public final class EgressQueues {
         case .bfifo(let limit):
             try shaper.setQdisc(
                 .bfifo(limitBytes: limit), ifindex: ifindex, parent: parent, handle: handle, mode: mode)
-        case .gred:
-            break  // not chosen: colorAware is false
+        case .gred(let gred):
+            do {
+                try shaper.setQdisc(
+                    .gred(Self.gredOptions(gred)), ifindex: ifindex, parent: parent, handle: handle,
+                    mode: mode)
+                if hasGRED == nil {
+                    hasGRED = true
+                    logger.notice(
+                        "queues: color-aware drop: AF1-AF4 leaves are GRED in WRED mode, red dropped first, then yellow, then green",
+                        metadata: [
+                            "green": "\(gred.thresholds[0].minBytes)-\(gred.thresholds[0].maxBytes) B",
+                            "red": "\(gred.thresholds[2].minBytes)-\(gred.thresholds[2].maxBytes) B",
+                        ])
+                }
+            } catch  where error.errno.rawValue == ENOENT && hasGRED == nil {
+                hasGRED = false
+                logger.notice(
+                    "queues: no color-aware drop: this kernel has no sch_gred; AF leaves are fq_codel or bfifo",
+                    metadata: ["kernel": "\(error.kernelMessage ?? "\(error.errno)")"])
+                try setLeaf(plan, serviceClass, ifindex: ifindex, mode: mode)
+            }
         }
+    }
+
+    /// The leaf kinds the kernel is known or assumed to have.
+    var leafKinds: QdiscKinds {
+        var kinds: QdiscKinds = hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel]
+        if colorAware, hasGRED != false { kinds.insert(.gred) }
+        return kinds
+    }
+
+    /// The kernel's GRED parameters for a leaf: one virtual queue per color
+    /// (its ``Color`` raw value, which the classifier writes into
+    /// `skb->tc_index`), all of prio 1 in GRIO mode, which is WRED mode: one
+    /// average over the leaf's whole backlog, each color its own thresholds.
+    static func gredOptions(_ leaf: GREDLeaf) -> GREDOptions {
+        GREDOptions(
+            virtualQueueCount: UInt32(Color.allCases.count), defaultQueue: UInt32(Color.green.rawValue),
+            grio: true,
+            limitBytes: leaf.limitBytes,
+            virtualQueues: leaf.thresholds.map {
+                GREDVirtualQueue(
+                    dp: $0.color.rawValue, minBytes: $0.minBytes, maxBytes: $0.maxBytes,
+                    limitBytes: leaf.limitBytes,
+                    probability: Double($0.probabilityPercent) / 100,
+                    bandwidthBytesPerSecond: leaf.drainBytesPerSecond, prio: 1)
+            })
     }
 
     /// A reload's change: class changes when the tree keeps its shape (the
@@ -425,15 +486,13 @@ public final class EgressQueues {
                 let new = try? config.htbPlan(direction, major: Self.major),
                 old.classes.map({ [$0.id, $0.parent] }) == new.classes.map({ [$0.id, $0.parent] })
             {
-                let before = old.leaves(
-                    available: hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel], colorAware: false)
+                let before = old.leaves(available: leafKinds, colorAware: colorAware)
                 for (node, was) in zip(new.classes, old.classes) where node != was {
                     try shaper.setHTBClass(
                         options(node), ifindex: ifindex, classID: QdiscHandle(rawValue: node.id.rawValue),
                         parent: QdiscHandle(rawValue: node.parent.rawValue), mode: .change)
                 }
-                let after = new.leaves(
-                    available: hasFQCodel == false ? [.fifo] : [.fifo, .fqCodel], colorAware: false)
+                let after = new.leaves(available: leafKinds, colorAware: colorAware)
                 for serviceClass in ServiceClass.allCases where after[serviceClass] != before[serviceClass] {
                     try setLeaf(new, serviceClass, ifindex: ifindex, mode: .change)
                 }
