@@ -903,8 +903,10 @@ static __always_inline int qm_rule(struct qm_fields *f, __u32 who, __u32 bytes, 
 
 // Flow behaviour (`classify.flows`; QoSMapCore/FlowBehaviour.swift has the
 // same state machine and table, docs/CLASSIFY.md the semantics):
-//   qm_bconf   ARRAY[2] struct qm_bconf per slot: thresholds, the bulk and
-//              interactive cells, the classes checked, an epoch.
+//   qm_bconf   ARRAY[16] struct qm_bconf per slot and service class (key
+//              slot << 3 | class): that class's thresholds, the bulk and
+//              interactive cells, its apply_to bit when it is checked, the
+//              slot's epoch.
 //   qm_behave  ARRAY[16384] struct qm_bset: FlowBehaviourTable's 65,536
 //              flows, 4-way set associative, the set by FlowKey.hash32
 //              (qm_flow_key), the same victim (the first free way, else the
@@ -956,7 +958,7 @@ struct qm_bset {
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2);
+    __uint(max_entries, 16);
     __type(key, __u32);
     __type(value, struct qm_bconf);
 } qm_bconf SEC(".maps");
@@ -986,8 +988,9 @@ static __always_inline void qm_bcount_add(__u32 i) {
 // (global functions: verified once, not in each of mark_ip's copies).
 static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
     __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
-    struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &slot);
-    if (!c || !((c->apply_to >> ((cell % 24) / 3)) & 1)) return 0;
+    __u32 class = (cell % 24) / 3, key = slot << 3 | class;
+    struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &key);
+    if (!c || !((c->apply_to >> class) & 1)) return 0;
     struct qm_fields *f = fp;
     if (!f || !f->ok) return 0;  // fields mark_ip could not read: not a flow
     // The key qm_rule4/6 computed, else computed here (the same hash).

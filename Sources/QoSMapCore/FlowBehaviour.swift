@@ -48,6 +48,21 @@ public struct FlowBehaviour: Hashable, Sendable {
         }
     }
 
+    /// One class's own tests (`flows.classes.C`), which replace the
+    /// defaults above for that class's packets.
+    public struct ClassTests: Hashable, Sendable {
+        /// The bulk test, nil for none.
+        public var bulk: Bulk?
+        /// The interactive test, nil for none.
+        public var interactive: Interactive?
+
+        /// Creates a class's tests.
+        public init(bulk: Bulk? = nil, interactive: Interactive? = nil) {
+            self.bulk = bulk
+            self.interactive = interactive
+        }
+    }
+
     /// The bulk test, nil when not configured.
     public var bulk: Bulk?
     /// The interactive test, nil when not configured.
@@ -55,6 +70,9 @@ public struct FlowBehaviour: Hashable, Sendable {
     /// The classes whose packets are checked, one bit per ``ServiceClass``
     /// raw value (default: every class but BE).
     public var applyTo: UInt8
+    /// Per class (`flows.classes`): a class here is checked with these
+    /// tests, whatever `applyTo` says; one with neither test is not checked.
+    public var classes: [ServiceClass: ClassTests] = [:]
     /// Where `flows:` was written (messages), nil for one built in code.
     public var position: SourcePosition?
 
@@ -71,14 +89,32 @@ public struct FlowBehaviour: Hashable, Sendable {
     }
 
     /// Whether there is anything to check.
-    public var isEmpty: Bool { bulk == nil && interactive == nil }
+    public var isEmpty: Bool { ServiceClass.allCases.allSatisfy { tests(for: $0) == nil } }
 
     /// Whether packets of class `c` are checked.
-    @inlinable
-    public func applies(to c: ServiceClass) -> Bool { applyTo & (1 << c.rawValue) != 0 }
+    public func applies(to c: ServiceClass) -> Bool { tests(for: c) != nil }
+
+    /// The tests for packets of class `c`, as a behaviour of that class
+    /// alone (``applyTo`` its bit): the class's own (``classes``), else the
+    /// defaults when `c` is in ``applyTo``; nil when `c` is not checked.
+    public func tests(for c: ServiceClass) -> FlowBehaviour? {
+        let own = classes[c]
+        let bulk = own == nil ? self.bulk : own!.bulk
+        let interactive = own == nil ? self.interactive : own!.interactive
+        guard own != nil || applyTo & (1 << c.rawValue) != 0, bulk != nil || interactive != nil else {
+            return nil
+        }
+        return FlowBehaviour(bulk: bulk, interactive: interactive, applyTo: 1 << c.rawValue)
+    }
+
+    /// ``tests(for:)`` of every class, by raw value: what the datapaths
+    /// look up per packet.
+    public var perClass: [FlowBehaviour?] { ServiceClass.allCases.map { tests(for: $0) } }
 
     /// The classes of ``applyTo``, in order.
-    public var applyToClasses: [ServiceClass] { ServiceClass.allCases.filter { applies(to: $0) } }
+    public var applyToClasses: [ServiceClass] {
+        ServiceClass.allCases.filter { applyTo & (1 << $0.rawValue) != 0 }
+    }
 
     /// The segments a packet of `length` bytes counts as when it is a GSO
     /// super-packet whose first segment's headers end at `headerLength` and
@@ -212,10 +248,13 @@ public final class FlowBehaviourTable: Sendable {
     public let testNow = Atomic<UInt64>(0)
     /// The thresholds.
     public let behaviour: FlowBehaviour
+    /// ``FlowBehaviour/perClass`` of ``behaviour``: each class's tests.
+    public let perClass: [FlowBehaviour?]
 
     /// Creates an empty table for `behaviour`.
     public init(_ behaviour: FlowBehaviour) {
         self.behaviour = behaviour
+        perClass = behaviour.perClass
         let empty = Entry(
             key: FlowKey(
                 protocolNumber: 0, source: IPAddress(ipv4: 0), destination: IPAddress(ipv4: 0), sourcePort: 0,
@@ -225,13 +264,16 @@ public final class FlowBehaviourTable: Sendable {
     }
 
     /// Counts a packet of `key`'s flow and decides it (see
-    /// ``FlowBehaviourState/update(length:segments:now:_:)``).
-    public func update(_ key: FlowKey, length: UInt32, segments: UInt32, now: UInt64) -> FlowBehaviourEvent {
+    /// ``FlowBehaviourState/update(length:segments:now:_:)``) with `tests`
+    /// (the packet's class's, ``perClass``), by default ``behaviour``.
+    public func update(
+        _ key: FlowKey, length: UInt32, segments: UInt32, now: UInt64, tests: FlowBehaviour? = nil
+    ) -> FlowBehaviourEvent {
         let sets = FlowBehaviourTable.capacity / FlowBehaviourTable.ways
         let set = Int(key.hash32) & (sets - 1)
         let stripe = set & (FlowBehaviourTable.stripes - 1)
         let base = (set / FlowBehaviourTable.stripes) &* FlowBehaviourTable.ways
-        let b = behaviour
+        let b = tests ?? behaviour
         return locks[stripe].entries.withLock { e in
             var slot = -1
             var victim = base

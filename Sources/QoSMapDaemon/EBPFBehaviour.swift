@@ -50,11 +50,18 @@ enum EBPFBehaviour {
         return c
     }
 
-    /// Writes `b` into `slot` of `qm_bconf` (read once `qm_gen` points at the slot).
+    /// Writes `b` into `slot` of `qm_bconf` (read once `qm_gen` points at
+    /// the slot): one entry per class, `slot << 3 | class`, each with that
+    /// class's tests (``FlowBehaviour/tests(for:)``; a class not checked has
+    /// no `apply_to` bit). Every entry carries the slot's epoch.
     static func write(
         _ b: FlowBehaviour, slot: Int, epoch: UInt32, testNow: UInt64 = 0, _ maps: EBPFDatapath.Maps
     ) throws(BPFError) {
-        try maps.object.map(named: "qm_bconf").update(UInt32(slot), config(b, epoch: epoch, testNow: testNow))
+        let map = try maps.object.map(named: "qm_bconf")
+        for (c, tests) in b.perClass.enumerated() {
+            let value = config(tests ?? FlowBehaviour(applyTo: 0), epoch: epoch, testNow: testNow)
+            try map.update(UInt32(slot << 3 | c), value)
+        }
     }
 
     /// `qm_bcount` summed over CPUs: flows tracked, evicted, demoted, promoted.

@@ -82,23 +82,23 @@ extension FlowBehaviourTable {
     }
 
     /// The treatment for a packet of `fields` that rules or trust gave
-    /// `base`: the bulk or interactive one, or nil to keep `base` (a class
-    /// outside `apply-to` is not counted at all).
+    /// `base`: the bulk or interactive one of `base`'s class's tests, or nil
+    /// to keep `base` (a class that is not checked is not counted at all).
     @inlinable
     public func treatment(
         _ fields: FlowFields, base: Treatment, length: Int, segments: UInt32,
         counts: inout FlowBehaviourCounts
     ) -> Treatment? {
-        guard behaviour.applies(to: base.serviceClass) else { return nil }
+        guard let b = perClass[Int(base.serviceClass.rawValue)] else { return nil }
         let fed = testNow.load(ordering: .relaxed)
         let e = update(
             fields.flowKey, length: UInt32(clamping: length), segments: segments,
-            now: fed == 0 ? FlowBehaviourTable.monotonicNanoseconds() : fed)
+            now: fed == 0 ? FlowBehaviourTable.monotonicNanoseconds() : fed, tests: b)
         counts.count(e)
         switch e.verdict {
         case .none: return nil
-        case .bulk: return behaviour.bulk?.treatment
-        case .interactive: return behaviour.interactive?.treatment
+        case .bulk: return b.bulk?.treatment
+        case .interactive: return b.interactive?.treatment
         }
     }
 

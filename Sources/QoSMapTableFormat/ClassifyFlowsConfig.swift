@@ -5,7 +5,9 @@ package import QoSMapYAML
 /// promotion) into a ``FlowBehaviour``; docs/CLASSIFY.md has the semantics.
 extension MarkingConfigReader {
     /// The keys of `classify.flows`.
-    package static let flowsKeys = ["bulk", "interactive", "apply-to"]
+    package static let flowsKeys = ["bulk", "interactive", "apply-to", "classes"]
+    /// The keys of `flows.classes.C`.
+    package static let classTestKeys = ["bulk", "interactive"]
     /// The keys of `flows.bulk`.
     package static let bulkKeys = ["packets-per-second", "bytes", "hold", "set"]
     /// The keys of `flows.interactive`.
@@ -17,10 +19,13 @@ extension MarkingConfigReader {
         b.position = SourcePosition(file: yaml.file, line: node.mark.line, column: node.mark.column)
         if case .mapping(let m) = node, m.isEmpty { return b }
         guard let pairs = mapping(node, "classify.flows", allowed: Self.flowsKeys) else { return b }
+        // A class's key left out takes the default, once all are read.
+        var own: [(ServiceClass, bulk: FlowBehaviour.Bulk??, interactive: FlowBehaviour.Interactive??)] = []
         for (_, v, k) in pairs {
             switch k {
             case "bulk": b.bulk = bulk(v)
             case "interactive": b.interactive = interactive(v)
+            case "classes": own = classTests(v)
             default:
                 var mask: UInt8 = 0
                 let items: [Node] = if case .sequence(let s) = v, s.isEmpty { [] } else { list(v, "classes") }
@@ -36,7 +41,50 @@ extension MarkingConfigReader {
                 b.applyTo = mask
             }
         }
+        for (c, bulk, interactive) in own {
+            b.classes[c] = FlowBehaviour.ClassTests(
+                bulk: bulk ?? b.bulk, interactive: interactive ?? b.interactive)
+        }
         return b
+    }
+
+    /// `flows.classes`: per service class, `bulk:` and `interactive:` as
+    /// above or `none`; a key left out is nil here (the default's).
+    mutating func classTests(_ node: Node) -> [(
+        ServiceClass, bulk: FlowBehaviour.Bulk??, interactive: FlowBehaviour.Interactive??
+    )] {
+        if case .mapping(let m) = node, m.isEmpty { return [] }
+        guard let pairs = mapping(node, "flows.classes", allowed: []) else { return [] }
+        var out: [(ServiceClass, bulk: FlowBehaviour.Bulk??, interactive: FlowBehaviour.Interactive??)] = []
+        for (keyNode, v, name) in pairs {
+            guard let c = ServiceClass(name: name) else {
+                yaml.error(
+                    keyNode,
+                    "invalid service class '\(name)' in flows.classes; allowed: \(ServiceClass.allowedNames)")
+                continue
+            }
+            guard let tests = mapping(v, "flows.classes.\(name)", allowed: Self.classTestKeys) else {
+                continue
+            }
+            var bulkTest: FlowBehaviour.Bulk?? = nil
+            var interactiveTest: FlowBehaviour.Interactive?? = nil
+            for (_, tv, tk) in tests {
+                let none = Self.isNone(tv)
+                if tk == "bulk" {
+                    bulkTest = .some(none ? nil : bulk(tv))
+                } else {
+                    interactiveTest = .some(none ? nil : interactive(tv))
+                }
+            }
+            out.append((c, bulkTest, interactiveTest))
+        }
+        return out
+    }
+
+    /// Whether `node` is the scalar `none` (a test switched off for a class).
+    static func isNone(_ node: Node) -> Bool {
+        if case .scalar(let s) = node, s.string == "none" { return true }
+        return false
     }
 
     /// `flows.bulk`.

@@ -199,8 +199,11 @@ struct FlowBehaviourTests {
     }
 
     @Test func applyToDefaultsToAllButBestEffort() {
-        let b = FlowBehaviour()
+        let b = FlowBehaviour(bulk: .init(packetsPerSecond: 100, hold: 5, treatment: Self.bulkT))
         #expect(!b.applies(to: .be))
         #expect(ServiceClass.allCases.filter { b.applies(to: $0) }.count == 7)
+        // Without a test nothing is checked, whatever apply-to says.
+        #expect(FlowBehaviour().isEmpty && !FlowBehaviour().applies(to: .ef))
+        #expect(FlowBehaviour().applyToClasses.count == 7)
     }
 }

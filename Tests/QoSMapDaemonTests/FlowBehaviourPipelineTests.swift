@@ -98,6 +98,105 @@ struct FlowBehaviourPipelineTests {
         #expect(pipeline.counts.flows.demoted == 1)
     }
 
+    /// The issue's case: promote small BE flows, leave CS6 alone (it was
+    /// "promoted" to AF41, a demotion, with one global block), and still
+    /// demote a fast CS6 flow.
+    static let perClassConfig = """
+        interfaces:
+          in1: {}
+          out1: {}
+        classify:
+          flows:
+            bulk: {packets-per-second: 20, hold: 5, set: {class: BE}}
+            interactive: {max-average-size: 200, set: {class: AF4}}
+            apply-to: []
+            classes:
+              CS6: {interactive: none}
+              BE: {bulk: none}
+        """
+
+    @Test(arguments: [false, true])
+    func testsArePerClass(v6: Bool) throws {
+        let s = try PolicySnapshot(
+            config: DaemonConfig.parse(Self.perClassConfig, file: "t.yaml"), generation: 1)
+        var pipeline = PacketPipeline(interfaceName: { ["", "in1", "out1"][safe: Int($0)] })
+        // Small CS6 packets (DNS-like): CS6 has no interactive test.
+        let dns = Self.flow(v6: v6, proto: 17, port: 53)
+        for _ in 0..<5 { #expect(Self.decide(&pipeline, s, dns, dscp: 48, payload: 40) == 48) }
+        // Small BE packets: promoted to AF4 green (AF41).
+        let game = Self.flow(v6: v6, proto: 17, port: 3074)
+        #expect(Self.decide(&pipeline, s, game, dscp: 0, payload: 40) == 34)
+        // Many fast BE packets: BE has no bulk test, so it is never demoted
+        // (it stays promoted while small, and is BE when large).
+        let be = Self.flow(v6: v6, proto: 6, port: 8080)
+        var beOut: [UInt8] = []
+        for _ in 0..<60 { beOut.append(Self.decide(&pipeline, s, be, dscp: 0, payload: 1200)) }
+        #expect(!beOut.contains(46) && beOut.last == 0)
+        // Fast CS6: the default bulk test demotes it to BE.
+        let fast = Self.flow(v6: v6, proto: 6, port: 5001)
+        var out: [UInt8] = []
+        for i in 0..<60 {
+            out.append(Self.decide(&pipeline, s, i % 2 == 0 ? fast : fast.reversed, dscp: 48, payload: 1200))
+        }
+        #expect(out.first == 48 && out.last == 0)
+        #expect(pipeline.counts.flows.demoted == 1)
+        #expect(pipeline.counts.flows.promoted == 1)
+        // AF4 is in no list and apply-to is empty: not checked, not tracked.
+        let af4 = Self.flow(v6: v6, proto: 17, port: 9000)
+        let tracked = pipeline.counts.flows.tracked
+        #expect(Self.decide(&pipeline, s, af4, dscp: 34, payload: 40) == 34)
+        #expect(pipeline.counts.flows.tracked == tracked)
+    }
+
+    @Test func perClassTestsInheritAndSwitchOff() throws {
+        let b = try DaemonConfig.parse(Self.perClassConfig, file: "t.yaml").classify.behaviour
+        let bulk = FlowBehaviour.Bulk(packetsPerSecond: 20, hold: 5, treatment: Treatment(.be, .green))
+        let interactive = FlowBehaviour.Interactive(maxAverageSize: 200, treatment: Treatment(.af4, .green))
+        #expect(b.tests(for: .cs6) == FlowBehaviour(bulk: bulk, applyTo: 1 << ServiceClass.cs6.rawValue))
+        #expect(b.tests(for: .be) == FlowBehaviour(interactive: interactive, applyTo: 1))
+        #expect(b.tests(for: .ef) == nil && b.tests(for: .af4) == nil)
+        #expect(!b.isEmpty && b.perClass.compactMap { $0 }.count == 2)
+        // A class with both tests off is not checked, even in apply-to.
+        let off = try DaemonConfig.parse(
+            """
+            classify:
+              flows:
+                bulk: {packets-per-second: 20, set: {class: BE}}
+                apply-to: [EF]
+                classes:
+                  EF: {bulk: none}
+            """, file: "t.yaml"
+        ).classify.behaviour
+        #expect(off.isEmpty && !off.applies(to: .ef))
+    }
+
+    @Test(arguments: [
+        (
+            "classify:\n  flows:\n    classes:\n      XX: {bulk: none}\n",
+            "t.yaml:4:7: invalid service class 'XX' in flows.classes; allowed: BE, AF1, AF2, AF3, AF4, EF, CS6, CS7"
+        ),
+        (
+            "classify:\n  flows:\n    classes:\n      EF: {bulk: none}\n      EF: {interactive: none}\n",
+            "t.yaml:5:7: duplicate key 'EF' (first at line 4, column 7)"
+        ),
+        (
+            "classify:\n  flows:\n    classes:\n      EF: {burst: none}\n",
+            "t.yaml:4:12: unknown key 'burst' in flows.classes.EF; allowed: bulk, interactive"
+        ),
+        (
+            "classify:\n  flows:\n    classes:\n      EF: {bulk: {hold: 3, set: {class: BE}}}\n",
+            "t.yaml:4:18: flows.bulk needs a threshold; allowed: packets-per-second: N, bytes: N, or both"
+        ),
+    ])
+    func perClassErrorsArePositioned(text: String, message: String) {
+        do {
+            _ = try DaemonConfig.parse(text, file: "t.yaml")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.description == message)
+        }
+    }
+
     @Test func reloadForgetsBehaviour() throws {
         let p = Self.flow(v6: false)
         var pipeline = PacketPipeline(interfaceName: { ["", "in1", "out1"][safe: Int($0)] })
