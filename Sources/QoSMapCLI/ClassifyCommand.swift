@@ -95,6 +95,9 @@ struct FlowDecider {
     let connections = ConnectionTable()
     /// The `--learned` addresses, in the config's `dns:` lists.
     let learned: DNSAddressStore
+    /// `classify.flows` as the daemon runs it (the same table and state
+    /// machine), fed with each captured packet's time; nil without flows.
+    let behaviour: FlowBehaviourTable?
 
     /// What one packet gets.
     struct Decision {
@@ -118,6 +121,10 @@ struct FlowDecider {
         var learned: DNSLearnedEntry?
         /// The destination, for the `learned` text.
         var destination: IPAddress?
+        /// What flow behaviour did (`.none` also when not checked).
+        var behaviour: FlowVerdict = .none
+        /// The class and color before flow behaviour replaced them.
+        var beforeBehaviour: Treatment?
     }
 
     /// `learned`: `--learned NAME=ADDRESS[,TTL]` values, learned at time 0.
@@ -162,6 +169,7 @@ struct FlowDecider {
                 names: [pattern.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
         }
         self.learned = store
+        behaviour = set.behaviour.isEmpty ? nil : FlowBehaviourTable(set.behaviour)
     }
 
     /// Decides a described packet, built as a bare IP packet
@@ -182,9 +190,11 @@ struct FlowDecider {
 
     /// Decides a packet (`bytes` a bare IP packet or frame of `format`) that
     /// arrives on `ingress` and leaves by `egress`.
+    /// `now`: the packet's time in nanoseconds (a capture's timestamp), for
+    /// flow behaviour; nil for a described packet, which has no flow history.
     func decide(
         _ bytes: UnsafeRawBufferPointer, format: PacketFormat, fields f: FlowFields, ingress: String?,
-        egress: String?
+        egress: String?, now: UInt64? = nil
     ) -> Decision {
         let policy = policies.policy(input: ingress, output: egress)
         let rules = policies.config.classify.rules
@@ -198,7 +208,7 @@ struct FlowDecider {
             f.flowKey, matched: matched, keepsConnection: { rules[$0].connection }, epoch: 0)
         let index = resolved?.index
         let via = resolved?.viaConnection ?? false
-        let result: RemarkResult
+        var result: RemarkResult
         var source: String?
         if let index {
             result = PacketMarker.classify(
@@ -209,6 +219,37 @@ struct FlowDecider {
             if let field = policy.trust.field, field == .dscp || field == .ipPrecedence {
                 let v = field == .dscp ? f.dscp : f.dscp >> 3
                 source = policies.tables.source(policy.ingress, .inbound(field, v))
+            }
+        }
+        // Flow behaviour after rules and trust, as the daemon: the packet's
+        // class's tests, the same table, the capture's clock.
+        var verdict = FlowVerdict.none
+        var before: Treatment?
+        if let table = behaviour, let now, let tests = table.perClass[Int(result.treatment.serviceClass.rawValue)] {
+            // The length the daemon sees is the IP header's (a capture may
+            // keep less); above the MTU, a capture taken before GSO
+            // segmentation: counted as its segments, as nfqueue does.
+            let ip = UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - f.ipLength)...])
+            var length = f.ipLength
+            if ip.count >= 40, ip[0] >> 4 == 6 {
+                length = 40 + (Int(ip[4]) << 8 | Int(ip[5]))
+            } else if ip.count >= 20, ip[0] >> 4 == 4 {
+                length = Int(ip[2]) << 8 | Int(ip[3])
+            }
+            let segments = FlowBehaviourTable.segments(
+                ip, length: length, gso: length > FlowBehaviourTable.assumedMTU)
+            let e = table.update(
+                f.flowKey, length: UInt32(clamping: length), segments: segments, now: now, tests: tests)
+            let replaced: Treatment? =
+                switch e.verdict {
+                case .none: nil
+                case .bulk: tests.bulk?.treatment
+                case .interactive: tests.interactive?.treatment
+                }
+            if let replaced {
+                verdict = e.verdict
+                before = result.treatment
+                result = PacketMarker.classify(bytes, format: format, policy: policy, treatment: replaced)
             }
         }
         let config = policies.config
@@ -229,7 +270,7 @@ struct FlowDecider {
             priority: config.queuePriorities(output: egress)?[Int(t.serviceClass.rawValue)]
                 ?? (config.priority ? UInt32(policy.egress.pcp(for: t).rawValue) : nil),
             queue: config.queueName(output: egress, t.serviceClass), learned: entry,
-            destination: f.destination)
+            destination: f.destination, behaviour: verdict, beforeBehaviour: before)
     }
 }
 
@@ -264,6 +305,12 @@ extension FlowDecider.Decision {
         }
         let where_ = trustSource.map { " (\($0))" } ?? ""
         return "trust \(trust.name) in \(inboundDomain)\(where_)"
+    }
+
+    /// `; then flow behaviour: bulk (was EF/green)`, or empty.
+    var behaviourText: String {
+        guard let beforeBehaviour else { return "" }
+        return "; then flow behaviour: \(behaviour == .bulk ? "bulk" : "interactive") (was \(beforeBehaviour))"
     }
 
     /// `dscp 46 (EF)`, with mark and priority when the config sets them, or
@@ -322,6 +369,8 @@ struct ClassifyJSON: Encodable {
     var color: String
     var leaves: Leaves
     var learned: Learned?
+    /// `bulk` or `interactive` when flow behaviour replaced the class.
+    var flowBehaviour: String?
 
     init(index: Int? = nil, _ f: FlowFields, ingress: String?, egress: String?, _ d: FlowDecider.Decision) {
         self.index = index
@@ -336,6 +385,7 @@ struct ClassifyJSON: Encodable {
                 set: $0.action.description, viaConnection: d.viaConnection)
         }
         classifiedBy = d.classifiedBy
+        flowBehaviour = d.beforeBehaviour == nil ? nil : (d.behaviour == .bulk ? "bulk" : "interactive")
         serviceClass = d.treatment.serviceClass.name
         color = d.treatment.color.name
         leaves = Leaves(dscp: d.leavingDSCP.map(Int.init), mark: d.mark, priority: d.priority.map(Int.init))
@@ -472,14 +522,14 @@ extension QoSMapCommand {
                     continue
                 }
                 let d = decider.decide(
-                    UnsafeRawBufferPointer(inner), format: format, fields: f, ingress: ingress, egress: egress
-                )
+                    UnsafeRawBufferPointer(inner), format: format, fields: f, ingress: ingress, egress: egress,
+                    now: UInt64(clamping: record.seconds) &* 1_000_000_000 &+ UInt64(clamping: record.nanoseconds))
                 if let rule = d.rule { byRule[rule.name, default: 0] += 1 } else { byTrust += 1 }
                 if output.json {
                     packets.append(ClassifyJSON(index: n, f, ingress: ingress, egress: egress, d))
                 } else {
                     lines.append(
-                        "\(n) \(flowText(f)) dscp \(f.dscp): \(d.treatment) by \(d.classifiedBy); leaves \(d.leavesText)"
+                        "\(n) \(flowText(f)) dscp \(f.dscp): \(d.treatment) by \(d.classifiedBy)\(d.behaviourText); leaves \(d.leavesText)"
                     )
                 }
             }

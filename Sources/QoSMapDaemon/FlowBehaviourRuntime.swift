@@ -62,10 +62,6 @@ public final class FlowBehaviourMetrics: Sendable {
 }
 
 extension FlowBehaviourTable {
-    /// The MTU the nfqueue datapath assumes for a GSO packet's segments when
-    /// the egress interface's cannot be read (nfnetlink_queue passes neither
-    /// `gso_segs` nor `gso_size`).
-    public static let assumedMTU = 1500
 
     /// The MTU of interface `name` (`SIOCGIFMTU`), nil when unknown.
     public static func systemMTU(_ name: String) -> Int? {
@@ -110,30 +106,4 @@ extension FlowBehaviourTable {
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
-    /// The segments of a queued packet: 1, or for a GSO packet (`gso`) the
-    /// estimate ``FlowBehaviour/estimatedSegments(length:headerLength:mtu:)``
-    /// with the IP and TCP/UDP headers of `ip` and the egress `mtu`.
-    public static func segments(_ ip: UnsafeRawBufferPointer, length: Int, gso: Bool, mtu: Int = assumedMTU)
-        -> UInt32
-    {
-        guard gso, ip.count >= 20 else { return 1 }
-        var l4 = 0
-        var proto: UInt8 = 0
-        switch ip[0] >> 4 {
-        case 4:
-            l4 = Int(ip[0] & 0x0F) * 4
-            proto = ip[9]
-        case 6:
-            l4 = 40
-            proto = ip.count >= 40 ? ip[6] : 0
-        default: return 1
-        }
-        var header = l4
-        if proto == 6, ip.count >= l4 + 13 {
-            header += Int(ip[l4 + 12] >> 4) * 4
-        } else if proto == 17 {
-            header += 8
-        }
-        return FlowBehaviour.estimatedSegments(length: length, headerLength: header, mtu: mtu)
-    }
 }
