@@ -90,7 +90,8 @@ struct TCScript {
                     + " classid \(filter.classID)  # \(filter.origin) -> \(filter.serviceClass)\n"
             }
             // The redirect last, once the IFB classifies and shapes.
-            out += "qdisc add dev \(name) clsact\n"
+            // replace: a clsact already there (an ebpf classifier's) is kept with its filters.
+            out += "qdisc replace dev \(name) clsact\n"
             out +=
                 "filter add dev \(name) ingress prio \(DownloadClassifierPlan.redirectPriority) protocol all u32 match u32 0 0 action mirred egress redirect dev \(ifb)\n"
         }
