@@ -161,7 +161,7 @@ public struct DownloadClassifierPlan: Hashable, Sendable {
                 Self.keys(rule.match, family).map { (family, $0) }
             }
             guard expanded.count <= Self.maximumFiltersPerRule else {
-                ignored.append("rule \(rule.name) (\(expanded.count) u32 filters)")
+                ignored.append("rule \(rule.name) (more than \(Self.maximumFiltersPerRule) u32 filters)")
                 continue
             }
             for (family, keys) in expanded { add(family, keys, serviceClass, .rule(rule.name)) }
