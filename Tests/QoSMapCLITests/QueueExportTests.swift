@@ -211,7 +211,7 @@ struct QueueExportTests {
         #expect(c.status == 65)
         #expect(
             c.err.hasPrefix(
-                "\(cake):2:9: ingress-rate of 'eth0' with discipline: cake is built by qosmapd's ebpf datapath only"
+                "\(cake):2:10: ingress-rate of 'eth0' with discipline: cake is built by qosmapd's ebpf datapath only"
             ),
             "\(c.err)")
         // -o: written whole on success; an existing file is kept on failure.
