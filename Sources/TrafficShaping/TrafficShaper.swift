@@ -356,6 +356,8 @@ public final class TrafficShaper {
         ifindex: Int32, parent: QdiscHandle, priority: UInt16, etherType: UInt16, keys: [U32MatchKey],
         classID: QdiscHandle
     ) throws(TrafficShapingError) {
+        // A match-all is one all-zero key, as `tc … u32 match u32 0 0` sends it.
+        let keys = keys.isEmpty ? [U32MatchKey(value: 0, mask: 0, offset: 0)] : keys
         var selector = StructBytes()
         selector.append(RT.u32Terminal)  // flags: a match is final
         selector.append(UInt8(0))  // offshift
