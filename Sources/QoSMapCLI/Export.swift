@@ -189,9 +189,7 @@ extension QoSMapCommand {
                 )
             }
             // What nft cannot do as qosmapd does is refused, never marked otherwise.
-            let refused =
-                config.ingressRateRefusals
-                + NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
+            let refused = NFTFlowRules.refusals(config.classify, hooks: config.hooks, priority: chainPriority)
             if !refused.isEmpty { throw DataError(refused.joined(separator: "\n")) }
             let policies = try ExportPolicies(
                 config: config, extraTables: tableOptions.tables,
@@ -215,8 +213,32 @@ extension QoSMapCommand {
             for name in config.queues.keys.sorted() {
                 if let problem = TCScript.nameProblem(name) { throw DataError("\(path): \(problem)") }
             }
+            // Downloads (ingress-rate) are classified on their IFB by u32
+            // filters from each interface's trust and domain and the rules,
+            // as qosmapd's nfqueue datapath classifies them.
+            var download: [String: DownloadClassifierPlan] = [:]
+            if config.queues.values.contains(where: { $0.ingressRate != nil }) {
+                let policies = try ExportPolicies(
+                    config: config, extraTables: tableOptions.tables,
+                    systemDirectory: tableOptions.noSystemTables ? nil : TableOptions.systemDirectory)
+                for (name, queues) in config.queues where queues.ingressRate != nil {
+                    guard let plan = try? queues.htbPlan(.ingress, major: QueueConfig.qosmapdMajor) else {
+                        continue
+                    }
+                    let (trust, domain) = policies.inbound[name] ?? (config.trust, policies.defaultDomain)
+                    let classifier = DownloadClassifierPlan(
+                        interface: name, trust: trust, domain: domain, rules: config.classify, plan: plan)
+                    download[name] = classifier
+                    if let line = classifier.notice(
+                        interface: name, ifb: DownloadClassifierPlan.ifbName(for: name))
+                    {
+                        writeStandardError("qosmap: note: \(line)\n")
+                    }
+                }
+            }
             return TCScript(
-                queues: config.queues, leaf: TCLeaf(rawValue: leaf ?? "fq_codel") ?? .fqCodel, source: path
+                queues: config.queues, download: download,
+                leaf: TCLeaf(rawValue: leaf ?? "fq_codel") ?? .fqCodel, source: path
             )
             .text
         }

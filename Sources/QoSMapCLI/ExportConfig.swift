@@ -63,7 +63,10 @@ struct ExportConfig: Equatable, MarkingSettings {
     var classify = FlowRuleSet()
     /// Each interface's `queues:`, by interface name.
     var queues: [String: QueueConfig] = [:]
-    /// One positioned line per `queues.ingress-rate`, which the exports refuse.
+    /// One positioned line per interface with `ingress-rate` and `discipline:
+    /// cake`, which `export tc` refuses (CAKE's tin comes from the skb
+    /// priority, which nothing sets before the IFB without qosmapd's ebpf
+    /// classifier), as qosmapd refuses it without `datapath: ebpf`.
     var ingressRateRefusals: [String] = []
 
     /// The `skb->priority` of each service class (by raw value) for packets
@@ -150,14 +153,16 @@ struct ExportConfig: Equatable, MarkingSettings {
         }
         // Read as qosmapd reads them: `export nft` sets the queues' skb
         // priorities, `export tc` builds the trees.
-        for (name, _, value) in r.queueNodes {
-            if let queues = r.queueConfig(value, interface: name) { config.queues[name] = queues }
-        }
-        // Download queues are fed by qosmapd's ebpf ingress classifier through
-        // an IFB: nothing an export can build. Kept for `export` to refuse;
-        // explain and classify read the rest of such a config.
-        config.ingressRateRefusals = r.ingressRateNodes.map {
-            "\(r.yaml.file):\($0.mark.line):\($0.mark.column): ingress-rate (download queues) is built by qosmapd's ebpf datapath only (its tc ingress classifier feeds an IFB); export nft and export tc cannot; allowed: rate (egress) only"
+        for (name, key, value) in r.queueNodes {
+            guard let queues = r.queueConfig(value, interface: name) else { continue }
+            config.queues[name] = queues
+            // Download queues are classified by u32 filters on the IFB's HTB
+            // root (DownloadClassifierPlan); CAKE reads no filter's class.
+            if queues.ingressRate != nil, case .cake = queues.discipline {
+                config.ingressRateRefusals.append(
+                    "\(r.yaml.file):\(key.mark.line):\(key.mark.column): ingress-rate of '\(name)' with discipline: cake is built by qosmapd's ebpf datapath only (cake picks its tin from the skb priority, which only its tc ingress classifier sets before the IFB); allowed here: discipline: htb"
+                )
+            }
         }
         if config.markOnly, config.mark == nil { config.mark = .default }
         return config

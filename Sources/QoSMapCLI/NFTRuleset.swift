@@ -268,6 +268,12 @@ struct NFTRuleset {
             "# Interfaces: \(named.isEmpty ? "none named (config defaults only)" : named.joined(separator: ", "))"
         out += "; others get the config's defaults. ECN bits are kept.\n"
         out += flows.comment
+        // nft cannot shape: the download queues are `export tc --config`'s,
+        // classified there by u32 on the IFB (netfilter runs after it).
+        for name in config.queues.keys.sorted() where config.queues[name]!.ingressRate != nil {
+            out +=
+                "# Download queues of \(name) (ingress-rate): not in this ruleset; `qosmap export tc --config` builds them on its IFB and classifies there.\n"
+        }
         out += QoSMapCommand.Export.tableHeader(table)
         out += flows.declarations
         for name in chains.sorted() {

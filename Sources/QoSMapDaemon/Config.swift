@@ -422,11 +422,17 @@ struct ConfigParser {
                     position: SourcePosition(file: file, line: key.mark.line, column: key.mark.column))
             }
         }
+        // Without the ebpf classifier, downloads are classified by u32 filters
+        // on the IFB's HTB root (DownloadClassifierPlan); CAKE picks its tin
+        // from the skb priority alone, which nothing sets before the IFB here.
         if config.datapath != .ebpf {
-            for node in marking.ingressRateNodes {
+            for (name, key, _) in marking.queueNodes {
+                guard let queues = config.interfaceQueues[name]?.config, queues.ingressRate != nil,
+                    case .cake = queues.discipline
+                else { continue }
                 error(
-                    node,
-                    "ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
+                    key,
+                    "ingress-rate of '\(name)' with discipline: cake needs datapath: ebpf (cake picks its tin from the skb priority, which only the ebpf classifier sets before the IFB); allowed with nfqueue: discipline: htb"
                 )
             }
         }

@@ -23,6 +23,7 @@ enum RT {
     static let clsactIngress: UInt32 = 0xFFFF_FFF2  // TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)
     static let protocolAll: UInt32 = 0x0300  // htons(ETH_P_ALL)
 
+    static let u32ClassID: UInt16 = 1  // TCA_U32_CLASSID
     static let u32Selector: UInt16 = 5  // TCA_U32_SEL: struct tc_u32_sel and its keys
     static let u32Actions: UInt16 = 7  // TCA_U32_ACT
     static let u32Terminal: UInt8 = 1  // TC_U32_TERMINAL

@@ -466,3 +466,23 @@ public struct PacketSchedulerClock: Hashable, Sendable {
         return String(decoding: buffer[0..<count], as: UTF8.self)
     }
 }
+
+/// One key of a u32 filter (`struct tc_u32_key`): the 32-bit word at
+/// `offset` bytes from the network header, masked, must equal `value`.
+/// Host order here; ``TrafficShaper/addU32Filter(ifindex:parent:priority:etherType:keys:classID:)``
+/// sends mask and value big-endian, as the kernel compares them.
+public struct U32MatchKey: Hashable, Sendable {
+    /// The bits wanted under `mask`.
+    public var value: UInt32
+    /// The bits compared.
+    public var mask: UInt32
+    /// The word's offset from the network header (4-aligned).
+    public var offset: Int32
+
+    /// A key.
+    public init(value: UInt32, mask: UInt32, offset: Int32) {
+        self.value = value
+        self.mask = mask
+        self.offset = offset
+    }
+}

@@ -383,6 +383,83 @@ public final class TrafficShaper {
             })
     }
 
+    /// Adds a u32 filter that sends a packet to `classID` when all of `keys`
+    /// hold: `tc filter add dev … parent PARENT prio P protocol ETHERTYPE u32
+    /// match u32 VALUE MASK at OFFSET … classid CLASSID`, as the download
+    /// queues' classifier on an IFB's HTB root (``U32MatchKey``).
+    /// - Parameters:
+    ///   - parent: the qdisc, `major:0`.
+    ///   - etherType: the filter's `protocol` (0x0800 IPv4, 0x86DD IPv6).
+    /// - Throws: ``TrafficShapingError`` for `.newFilter`.
+    public func addU32Filter(
+        ifindex: Int32, parent: QdiscHandle, priority: UInt16, etherType: UInt16, keys: [U32MatchKey],
+        classID: QdiscHandle
+    ) throws(TrafficShapingError) {
+        // A match-all is one all-zero key, as `tc … u32 match u32 0 0` sends it.
+        let keys = keys.isEmpty ? [U32MatchKey(value: 0, mask: 0, offset: 0)] : keys
+        var selector = StructBytes()
+        selector.append(RT.u32Terminal)  // flags: a match is final
+        selector.append(UInt8(0))  // offshift
+        selector.append(UInt8(keys.count))  // nkeys
+        selector.append(UInt8(0))  // (padding)
+        selector.append(UInt16(0))  // offmask
+        selector.append(UInt16(0))  // off
+        selector.append(Int16(0))  // offoff
+        selector.append(Int16(0))  // hoff
+        selector.append(UInt32(0))  // hmask
+        for key in keys {
+            // struct tc_u32_key: mask and value big-endian, offsets host order.
+            selector.append(key.mask.bigEndian)
+            selector.append(key.value.bigEndian)
+            selector.append(key.offset)
+            selector.append(Int32(0))  // offmask
+        }
+        try perform(
+            .newFilter, subject: "u32 prio \(priority) classid \(classID)", ifindex: ifindex,
+            type: RT.newFilter,
+            flags: NLM_F_CREATE | NLM_F_EXCL,
+            extraHeader: Self.tcmsg(
+                ifindex: ifindex, handle: .unspecified, parent: parent,
+                info: UInt32(priority) << 16 | UInt32(etherType.bigEndian)),
+            attributes: { (message: MessageWriter) throws(Errno) in
+                try message.put(RT.kind, "u32")
+                try message.nest(RT.options) { () throws(Errno) in
+                    try message.put(RT.u32ClassID, classID.rawValue)
+                    try message.put(RT.u32Selector, selector)
+                }
+            })
+    }
+
+    /// Deletes the filters of the qdisc `parent` at `priority`, or all of
+    /// them with priority 0 (`tc filter del dev … parent PARENT`).
+    /// - Throws: ``TrafficShapingError`` for `.deleteFilter`.
+    public func deleteFilters(ifindex: Int32, parent: QdiscHandle, priority: UInt16 = 0)
+        throws(TrafficShapingError)
+    {
+        try perform(
+            .deleteFilter, subject: "parent \(parent) prio \(priority)", ifindex: ifindex,
+            type: RT.deleteFilter,
+            flags: 0,
+            extraHeader: Self.tcmsg(
+                ifindex: ifindex, handle: .unspecified, parent: parent, info: UInt32(priority) << 16))
+    }
+
+    /// The priorities of the filters of the qdisc `parent` (each once).
+    /// - Throws: ``TrafficShapingError`` for `.getFilter`.
+    public func filterPriorities(ifindex: Int32, parent: QdiscHandle) throws(TrafficShapingError) -> Set<
+        UInt16
+    > {
+        var found = Set<UInt16>()
+        try perform(
+            .getFilter, subject: nil, ifindex: ifindex, type: RT.getFilter, flags: NLM_F_DUMP,
+            extraHeader: Self.tcmsg(ifindex: ifindex, handle: .unspecified, parent: parent),
+            each: { message in
+                guard let object = TCObject(message), object.ifindex == ifindex else { return }
+                found.insert(UInt16(truncatingIfNeeded: object.info >> 16))
+            })
+        return found
+    }
+
     /// Deletes every filter at `priority` of `ifindex`'s clsact ingress.
     /// - Throws: ``TrafficShapingError`` for `.deleteFilter` (`ENOENT` when none is there).
     public func deleteIngressFilters(ifindex: Int32, priority: UInt16) throws(TrafficShapingError) {

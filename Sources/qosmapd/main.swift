@@ -138,7 +138,7 @@ struct QoSMapD: AsyncParsableCommand {
             throw ExitCode(65)
         }
         do {
-            try egressQueues.start(snapshot.config.interfaceQueues)
+            try egressQueues.start(snapshot.config.interfaceQueues, download: snapshot.downloadPlans())
         } catch {
             // What was built for the interfaces before the one that failed goes too.
             egressQueues.removeAll()

@@ -81,8 +81,8 @@ import Testing
         "x.yaml:1:43: unknown key 'burst' in queues of 'wan0'; allowed: rate, ingress-rate, scheduling, pq-max, discipline, replace"
     ),
     (
-        "interfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100mbit}}}",
-        "x.yaml:1:57: ingress-rate needs datapath: ebpf (what arrives is classified at tc ingress, before netfilter sees it); allowed with nfqueue: rate (egress) only"
+        "interfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100mbit, discipline: cake}}}",
+        "x.yaml:1:21: ingress-rate of 'wan0' with discipline: cake needs datapath: ebpf (cake picks its tin from the skb priority, which only the ebpf classifier sets before the IFB); allowed with nfqueue: discipline: htb"
     ),
     (
         "datapath: ebpf\ninterfaces: {wan0: {queues: {rate: 1mbit, ingress-rate: 100}}}",

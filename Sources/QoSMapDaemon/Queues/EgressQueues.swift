@@ -32,6 +32,24 @@ extension DaemonConfig {
     }
 }
 
+extension PolicySnapshot {
+    /// The u32 classifier of each download (``DownloadClassifierPlan``) by
+    /// interface name, for the datapaths without a tc ingress classifier:
+    /// empty with `datapath: ebpf`, whose `qosmap_ingress` sets each
+    /// packet's skb priority before the IFB (and sees connections).
+    public func downloadPlans() -> [String: DownloadClassifierPlan] {
+        guard config.datapath != .ebpf else { return [:] }
+        var plans: [String: DownloadClassifierPlan] = [:]
+        for (name, queues) in config.interfaceQueues where queues.config.ingressRate != nil {
+            guard let plan = try? queues.config.htbPlan(.ingress, major: EgressQueues.major) else { continue }
+            let (trust, domain) = inbound[name] ?? (config.trust, defaultDomain)
+            plans[name] = DownloadClassifierPlan(
+                interface: name, trust: trust, domain: domain, rules: config.classify, plan: plan)
+        }
+        return plans
+    }
+}
+
 /// A refusal or failure to build an interface's queues, in one line.
 public struct EgressQueueError: Error, Sendable, CustomStringConvertible {
     /// The line.
@@ -48,6 +66,8 @@ struct BuiltQueues {
     /// For an IFB: the interface whose ingress redirects to it, and the IFB's
     /// ifindex the redirect names, as last set.
     var redirect: (from: Int32, to: Int32)?
+    /// For an IFB: the u32 classifier last put on its HTB root, if any.
+    var download: DownloadClassifierPlan?
 }
 
 /// The queues wanted on one device: an interface's egress, or the download
@@ -57,6 +77,9 @@ struct WantedQueues: Equatable {
     var direction: QueueDirection
     /// The configured interface (for ``QueueDirection/ingress``, the one whose download the IFB shapes).
     var interface: String
+    /// For ``QueueDirection/ingress`` without the ebpf classifier: the u32
+    /// filters on the IFB's HTB root that give each arrival its class.
+    var download: DownloadClassifierPlan?
 }
 
 /// Builds, changes, repairs and removes the egress queues of the interfaces
@@ -74,7 +97,7 @@ public final class EgressQueues {
     /// The clsact ingress priority of the u32 filter that redirects a
     /// download to its IFB: right after the ebpf classifier (0x7173), which
     /// gives each packet its class's skb priority first.
-    public static let redirectPriority: UInt16 = 0x7174
+    public static let redirectPriority: UInt16 = DownloadClassifierPlan.redirectPriority
 
     let shaper: TrafficShaper
     let logger: Logger
@@ -125,21 +148,20 @@ public final class EgressQueues {
     /// (`ingress-rate`): `qmi-` and the name, or for a name longer than 11
     /// characters its first 6 and a hash of it (IFNAMSIZ is 16).
     public static func ifbName(for interface: String) -> String {
-        if interface.utf8.count <= 11 { return "qmi-" + interface }
-        var h: UInt32 = 2_166_136_261  // FNV-1a: stable across runs and builds
-        for b in interface.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
-        let hex = String(h & 0xFFFF, radix: 16)
-        return "qmi-" + String(interface.prefix(6)) + "-" + String(repeating: "0", count: 4 - hex.count) + hex
+        DownloadClassifierPlan.ifbName(for: interface)
     }
 
     /// The devices `queues` asks for: each interface's egress, and the IFB of
     /// each that has `ingress-rate`.
-    static func wants(_ queues: [String: InterfaceQueues]) -> [String: WantedQueues] {
+    static func wants(_ queues: [String: InterfaceQueues], download: [String: DownloadClassifierPlan])
+        -> [String: WantedQueues]
+    {
         var r: [String: WantedQueues] = [:]
         for (name, q) in queues {
             r[name] = WantedQueues(config: q.config, direction: .egress, interface: name)
             if q.config.ingressRate != nil {
-                r[ifbName(for: name)] = WantedQueues(config: q.config, direction: .ingress, interface: name)
+                r[ifbName(for: name)] = WantedQueues(
+                    config: q.config, direction: .ingress, interface: name, download: download[name])
             }
         }
         return r
@@ -147,14 +169,23 @@ public final class EgressQueues {
 
     /// Builds every interface's queues at start; the first refusal or
     /// failure is thrown (an interface that does not exist yet is built when
-    /// it appears).
-    public func start(_ queues: [String: InterfaceQueues]) throws(EgressQueueError) {
-        wanted = Self.wants(queues)
+    /// it appears). `download` (``PolicySnapshot/downloadPlans()``) classifies
+    /// the downloads with u32 filters where no ebpf classifier does; what
+    /// such a plan ignores is said in one line per interface.
+    public func start(_ queues: [String: InterfaceQueues], download: [String: DownloadClassifierPlan] = [:])
+        throws(EgressQueueError)
+    {
+        wanted = Self.wants(queues, download: download)
         if !colorAware, wanted.values.contains(where: { $0.config.discipline == .htb }) {
             // Said once: the AF classes' colors give no drop order here.
             logger.notice(
                 "queues: no color-aware drop: GRED picks a packet's drop precedence from skb->tc_index, which only datapath: ebpf sets; AF leaves are fq_codel or bfifo"
             )
+        }
+        for (name, plan) in download.sorted(by: { $0.key < $1.key }) {
+            if let line = plan.notice(interface: name, ifb: Self.ifbName(for: name)) {
+                logger.notice("\(line)")
+            }
         }
         for name in wanted.keys.sorted() {
             try ensure(name, atStart: true)
@@ -164,8 +195,8 @@ public final class EgressQueues {
     /// Applies a reloaded config: changed rates and scheduling as class
     /// changes, new interfaces built, removed ones' trees deleted. Errors are
     /// logged; what was built stays.
-    public func apply(_ queues: [String: InterfaceQueues]) {
-        let next = Self.wants(queues)
+    public func apply(_ queues: [String: InterfaceQueues], download: [String: DownloadClassifierPlan] = [:]) {
+        let next = Self.wants(queues, download: download)
         for name in Set(built.keys).union(wanted.keys).sorted() where next[name] == nil {
             remove(name)
         }
@@ -174,9 +205,9 @@ public final class EgressQueues {
             do {
                 if let have = built[name], have.config != next[name]!.config {
                     try change(name, from: have, to: next[name]!)
-                } else {
-                    try ensure(name, atStart: false)
                 }
+                // The redirect and the download's filters (new rules, or a rebuilt tree).
+                try ensure(name, atStart: false)
             } catch {
                 logger.error("queues not changed", metadata: ["interface": "\(name)", "error": "\(error)"])
             }
@@ -244,7 +275,10 @@ public final class EgressQueues {
         reported.remove("absent \(name)")
         let root = try rootQdisc(ifindex, name)
         if let have = built[name], have.ifindex == ifindex, let root, root.handle == Self.rootHandle {
-            if want.direction == .ingress { try ensureRedirect(name, want, ifb: ifindex) }
+            if want.direction == .ingress {
+                try ensureDownloadFilters(name, want, ifb: ifindex)
+                try ensureRedirect(name, want, ifb: ifindex)
+            }
             return  // in place
         }
         var mode = ChangeMode.create
@@ -271,7 +305,11 @@ public final class EgressQueues {
         let why = built[name] == nil && atStart ? "built" : "rebuilt"
         try build(name, ifindex: ifindex, config: config, direction: want.direction, mode: mode)
         built[name] = BuiltQueues(ifindex: ifindex, config: config)
-        if want.direction == .ingress { try ensureRedirect(name, want, ifb: ifindex) }
+        if want.direction == .ingress {
+            // The classifier before the redirect: nothing arrives unclassified.
+            try ensureDownloadFilters(name, want, ifb: ifindex)
+            try ensureRedirect(name, want, ifb: ifindex)
+        }
         logger.info(
             "queues \(why)",
             metadata: [
@@ -298,6 +336,41 @@ public final class EgressQueues {
                     "ingress-rate of '\(interface)': cannot create the IFB device \(name): \(error)\(error.errno.rawValue == EOPNOTSUPP ? " (this kernel has no ifb)" : "")",
                 unavailable: error.errno.rawValue == EOPNOTSUPP)
         }
+    }
+
+    /// Puts the download's u32 classifier (``DownloadClassifierPlan``) on the
+    /// IFB's HTB root unless the kernel has exactly its priorities from the
+    /// same plan: a reload with other rules, or filters another tool
+    /// removed, replace them all (between the delete and the adds, arrivals
+    /// go to BE). Nothing with the ebpf datapath, whose classifier sets the
+    /// skb priority that HTB reads before any filter.
+    func ensureDownloadFilters(_ name: String, _ want: WantedQueues, ifb: Int32) throws(EgressQueueError) {
+        guard let plan = want.download else { return }
+        let priorities = Set(plan.filters.map(\.priority))
+        if built[name]?.download == plan,
+            (try? shaper.filterPriorities(ifindex: ifb, parent: Self.rootHandle)) == priorities
+        {
+            return
+        }
+        do {
+            try? shaper.deleteFilters(ifindex: ifb, parent: Self.rootHandle)
+            for filter in plan.filters {
+                try shaper.addU32Filter(
+                    ifindex: ifb, parent: Self.rootHandle, priority: filter.priority,
+                    etherType: filter.family.etherType,
+                    keys: filter.keys.map { U32MatchKey(value: $0.value, mask: $0.mask, offset: $0.offset) },
+                    classID: QdiscHandle(rawValue: filter.classID.rawValue))
+            }
+        } catch {
+            throw EgressQueueError(
+                description: "ingress-rate of '\(want.interface)': cannot classify on \(name): \(error)")
+        }
+        built[name]?.download = plan
+        logger.info(
+            "download classifier set",
+            metadata: [
+                "interface": "\(want.interface)", "ifb": "\(name)", "filters": "\(plan.filters.count)",
+            ])
     }
 
     /// Puts the u32 mirred filter that sends `want.interface`'s arrivals to
@@ -510,7 +583,9 @@ public final class EgressQueues {
         } catch {
             throw EgressQueueError(description: "queues of '\(name)': \(error)")
         }
-        built[name] = BuiltQueues(ifindex: ifindex, config: config, redirect: built[name]?.redirect)
+        built[name] = BuiltQueues(
+            ifindex: ifindex, config: config, redirect: built[name]?.redirect, download: built[name]?.download
+        )
         logger.info(
             "queues changed",
             metadata: [
@@ -577,7 +652,9 @@ public final class EgressQueueService: Service, Sendable {
             let snapshot = store.snapshot
             if snapshot.generation != generation {
                 generation = snapshot.generation
-                queues.withLock { $0.apply(snapshot.config.interfaceQueues) }
+                queues.withLock {
+                    $0.apply(snapshot.config.interfaceQueues, download: snapshot.downloadPlans())
+                }
             }
             if ContinuousClock.now >= nextCheck {
                 queues.withLock {
