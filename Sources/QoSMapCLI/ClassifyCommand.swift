@@ -34,6 +34,19 @@ struct PacketOptions: ParsableArguments {
             valueName: "NAME=ADDRESS[,TTL]"))
     var learned: [String] = []
 
+    @Flag(
+        name: .long,
+        help: "Use the addresses the running qosmapd learned for dns: rules (read from --socket).")
+    var live = false
+
+    @OptionGroup var status: StatusSocketOptions
+
+    /// With `--live`, the daemon's learned addresses (``StatusClient``); else none.
+    func liveLearned() throws -> [StatusReport.LearnedAddress] {
+        guard live else { return [] }
+        return try StatusClient.fetch(status.socket, limit: 100_000).dns.items
+    }
+
     /// Whether any field was given.
     var isEmpty: Bool {
         `protocol` == nil && source == nil && destination == nil && sourcePort == nil
@@ -121,7 +134,13 @@ struct FlowDecider {
     }
 
     /// `learned`: `--learned NAME=ADDRESS[,TTL]` values, learned at time 0.
-    init(_ policies: ExportPolicies, file: String, learned: [String] = []) throws {
+    /// `live`: the running daemon's learned addresses (`--live`), with the
+    /// seconds they have left as TTL; a name no `dns:` list of this config
+    /// matches (the daemon runs another config) is skipped.
+    init(
+        _ policies: ExportPolicies, file: String, learned: [String] = [],
+        live: [StatusReport.LearnedAddress] = []
+    ) throws {
         self.policies = policies
         do {
             classifier = try FlowClassifier(policies.config.classify)
@@ -160,6 +179,15 @@ struct FlowDecider {
             }
             _ = store.learn(
                 names: [pattern.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
+        }
+        for entry in live {
+            guard let address = IPAddress(parsing: entry.address),
+                let name = try? DNSNamePattern(parsing: entry.name), !name.isSuffix,
+                !store.matchingGroups([name.name]).isEmpty
+            else { continue }
+            let ttl = UInt32(clamping: max(1, entry.expiresIn))
+            _ = store.learn(
+                names: [name.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
         }
         self.learned = store
     }
@@ -409,7 +437,8 @@ extension QoSMapCommand {
 
         func standardOutput() throws -> String {
             let policies = try Explain.snapshot(config, tableOptions)
-            let decider = try FlowDecider(policies, file: config, learned: packet.learned)
+            let decider = try FlowDecider(
+                policies, file: config, learned: packet.learned, live: try packet.liveLearned())
             if let input { return try capture(input, decider) }
             let p = try packet.packet(ingress: ingress)
             guard let (f, d) = decider.decide(p, ecn: packet.ecn, egress: egress) else {

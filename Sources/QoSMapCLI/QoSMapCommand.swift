@@ -48,6 +48,7 @@ public struct QoSMapCommand: ParsableCommand {
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
             Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,
+            Status.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).
@@ -183,6 +184,8 @@ public struct QoSMapCommand: ParsableCommand {
             return (ExitStatus.unavailable, "qosmap: error: \(error.description)")
         case let error as OutputError:
             return (ExitStatus.ioError, "qosmap: error: \(error.description)")
+        case let error as PermissionError:
+            return (ExitStatus.permission, "qosmap: error: \(error.description)")
         default:
             let code = exitCode(for: error)
             if code == .success {
