@@ -40,9 +40,11 @@ public struct QoSMapCommand: ParsableCommand {
 
             Exit status: 0 success; 1 diff found differences or lint found problems;
             64 a bad command-line token; 65 bad data (table files, captures);
-            69 libpcap could not be loaded (remark); 74 an output could not be
-            written (OUT, -o, standard output; the line names the file and the
-            cause, such as "No space left on device"; an old OUT is kept).
+            69 libpcap could not be loaded (remark), or no qosmapd answers on the
+            status socket (status, --live); 74 an output could not be written
+            (OUT, -o, standard output; the line names the file and the cause,
+            such as "No space left on device"; an old OUT is kept); 77 the status
+            socket refused the caller.
             """,
         version: version,
         subcommands: [
