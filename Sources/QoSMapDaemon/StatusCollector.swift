@@ -117,15 +117,30 @@ public struct StatusCollector: Sendable {
         return Double(t).flatMap { $0 >= 0 && $0 < 1.8e19 ? UInt64($0) : nil }
     }
 
-    /// `a="x",b="y"` as a dictionary (the daemon's label values have no quotes or commas).
+    /// `a="x",b="y"` as a dictionary: commas inside quotes are kept, and
+    /// the exposition format's escapes (`\\`, `\"`, `\n`) undone, so that
+    /// any rule name the config allows comes back as written.
     static func labels(_ text: Substring) -> [Substring: Substring] {
         var out: [Substring: Substring] = [:]
-        for pair in text.split(separator: ",") {
-            guard let eq = pair.firstIndex(of: "=") else { continue }
-            var v = pair[pair.index(after: eq)...]
-            if v.hasPrefix("\"") { v = v.dropFirst() }
-            if v.hasSuffix("\"") { v = v.dropLast() }
-            out[pair[..<eq]] = v
+        var i = text.startIndex
+        while i < text.endIndex {
+            guard let eq = text[i...].firstIndex(of: "=") else { break }
+            let name = text[i..<eq].drop { $0 == "," || $0 == " " }
+            var j = text.index(after: eq)
+            guard j < text.endIndex, text[j] == "\"" else { break }
+            j = text.index(after: j)
+            var value = ""
+            while j < text.endIndex, text[j] != "\"" {
+                if text[j] == "\\", text.index(after: j) < text.endIndex {
+                    j = text.index(after: j)
+                    value.append(text[j] == "n" ? "\n" : text[j])
+                } else {
+                    value.append(text[j])
+                }
+                j = text.index(after: j)
+            }
+            out[name] = Substring(value)
+            i = j < text.endIndex ? text.index(after: j) : j
         }
         return out
     }

@@ -22,7 +22,7 @@ public typealias StatusSource = @Sendable (_ limit: Int) -> StatusReport
 
 /// Serves `qosmap status` on a Unix stream socket (`status: {socket:}`):
 /// one request per connection (a ``StatusRequest``, one JSON line of at
-/// most ``maxRequest`` bytes, within ``deadline``), answered with one JSON
+/// most ``maxRequest`` bytes; the connection is closed at ``deadline``), answered with one JSON
 /// ``StatusReport`` (or ``StatusReply`` with an error), then closed.
 ///
 /// Two locks keep others out: the socket file is mode 0660, owned by
@@ -33,8 +33,10 @@ public typealias StatusSource = @Sendable (_ limit: Int) -> StatusReport
 public final class StatusServer: Service, Sendable {
     /// The largest request accepted, in bytes (a request is about 30).
     public static let maxRequest = 1024
-    /// The time a connection has to send its request.
-    public static let deadline = TimeAmount.seconds(2)
+    /// The time a connection lasts at most, request and answer included: a
+    /// client that sends nothing, or never reads its answer, cannot hold one
+    /// of the ``maxConnections`` places longer.
+    public static let deadline = TimeAmount.seconds(5)
     /// Connections served at once.
     public static let maxConnections = 16
 
