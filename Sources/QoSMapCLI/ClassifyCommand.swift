@@ -134,8 +134,8 @@ struct FlowDecider {
     }
 
     /// `learned`: `--learned NAME=ADDRESS[,TTL]` values, learned at time 0.
-    /// `live`: the running daemon's learned addresses (`--live`), with the
-    /// seconds they have left as TTL; a name no `dns:` list of this config
+    /// `live`: the running daemon's learned addresses (`--live`), each
+    /// expiring when the daemon's does; a name no `dns:` list of this config
     /// matches (the daemon runs another config) is skipped.
     init(
         _ policies: ExportPolicies, file: String, learned: [String] = [],
@@ -185,9 +185,15 @@ struct FlowDecider {
                 let name = try? DNSNamePattern(parsing: entry.name), !name.isSuffix,
                 !store.matchingGroups([name.name]).isEmpty
             else { continue }
-            let ttl = UInt32(clamping: max(1, entry.expiresIn))
+            let question = (try? DNSNamePattern(parsing: entry.question))?.name ?? name.name
+            // Learned as long ago as makes it expire when the daemon's entry
+            // does (time 0 is now): the reply's TTL and the daemon's expiry both shown.
+            let lifetime = Int64(set.dns.lifetime(ttl: entry.ttl))
             _ = store.learn(
-                names: [name.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
+                names: question == name.name ? [name.name] : [question, name.name],
+                addresses: [DNSAddressAnswer(address: address, ttl: entry.ttl)],
+                interface: "qosmapd (--live)",
+                now: entry.expiresIn - lifetime)
         }
         self.learned = store
     }
