@@ -63,7 +63,9 @@ Bad data: a table file
 or a capture.
 .It 69
 .Nm remark
-could not load libpcap.
+could not load libpcap, or no qosmapd answers on the status socket
+.Pq Nm status , Fl -live ;
+the line names the socket and the errno.
 .It 74
 An output could not be written
 .Po Nm remark Fl -out ,
@@ -73,6 +75,11 @@ or standard output
 one line names the file and the system's reason, such as
 .Dq \&No space left on device .
 The old file is kept and no temporary file is left.
+.It 77
+The status socket refused the caller
+.Pq Nm status , Fl -live :
+its mode, or qosmapd, which serves only root, its own user and
+.Ic status.group .
 .El
 .Sh EXAMPLES
 .Bd -literal -offset indent

@@ -34,6 +34,19 @@ struct PacketOptions: ParsableArguments {
             valueName: "NAME=ADDRESS[,TTL]"))
     var learned: [String] = []
 
+    @Flag(
+        name: .long,
+        help: "Use the addresses the running qosmapd learned for dns: rules (read from --socket).")
+    var live = false
+
+    @OptionGroup var status: StatusSocketOptions
+
+    /// With `--live`, the daemon's learned addresses (``StatusClient``); else none.
+    func liveLearned() throws -> [StatusReport.LearnedAddress] {
+        guard live else { return [] }
+        return try StatusClient.fetch(status.socket, limit: 100_000).dns.items
+    }
+
     /// Whether any field was given.
     var isEmpty: Bool {
         `protocol` == nil && source == nil && destination == nil && sourcePort == nil
@@ -128,7 +141,13 @@ struct FlowDecider {
     }
 
     /// `learned`: `--learned NAME=ADDRESS[,TTL]` values, learned at time 0.
-    init(_ policies: ExportPolicies, file: String, learned: [String] = []) throws {
+    /// `live`: the running daemon's learned addresses (`--live`), each
+    /// expiring when the daemon's does; a name no `dns:` list of this config
+    /// matches (the daemon runs another config) is skipped.
+    init(
+        _ policies: ExportPolicies, file: String, learned: [String] = [],
+        live: [StatusReport.LearnedAddress] = []
+    ) throws {
         self.policies = policies
         do {
             classifier = try FlowClassifier(policies.config.classify)
@@ -167,6 +186,21 @@ struct FlowDecider {
             }
             _ = store.learn(
                 names: [pattern.name], addresses: [DNSAddressAnswer(address: address, ttl: ttl)], now: 0)
+        }
+        for entry in live {
+            guard let address = IPAddress(parsing: entry.address),
+                let name = try? DNSNamePattern(parsing: entry.name), !name.isSuffix,
+                !store.matchingGroups([name.name]).isEmpty
+            else { continue }
+            let question = (try? DNSNamePattern(parsing: entry.question))?.name ?? name.name
+            // Learned as long ago as makes it expire when the daemon's entry
+            // does (time 0 is now): the reply's TTL and the daemon's expiry both shown.
+            let lifetime = Int64(set.dns.lifetime(ttl: entry.ttl))
+            _ = store.learn(
+                names: question == name.name ? [name.name] : [question, name.name],
+                addresses: [DNSAddressAnswer(address: address, ttl: entry.ttl)],
+                interface: "qosmapd (--live)",
+                now: entry.expiresIn - lifetime)
         }
         self.learned = store
         behaviour = set.behaviour.isEmpty ? nil : FlowBehaviourTable(set.behaviour)
@@ -459,7 +493,8 @@ extension QoSMapCommand {
 
         func standardOutput() throws -> String {
             let policies = try Explain.snapshot(config, tableOptions)
-            let decider = try FlowDecider(policies, file: config, learned: packet.learned)
+            let decider = try FlowDecider(
+                policies, file: config, learned: packet.learned, live: try packet.liveLearned())
             if let input { return try capture(input, decider) }
             let p = try packet.packet(ingress: ingress)
             guard let (f, d) = decider.decide(p, ecn: packet.ecn, egress: egress) else {

@@ -63,4 +63,5 @@ enum ExitStatus {
     static let dataError: Int32 = 65
     static let unavailable: Int32 = 69
     static let ioError: Int32 = 74
+    static let permission: Int32 = 77
 }

@@ -272,7 +272,9 @@ extension QoSMapCommand {
             } catch {
                 throw UsageError(error.description)
             }
-            let d = try FlowDecider(snapshot, file: file, learned: packet.learned).decide(
+            let d = try FlowDecider(
+                snapshot, file: file, learned: packet.learned, live: try packet.liveLearned()
+            ).decide(
                 p, ecn: packet.ecn, egress: egress)
             return d?.decision.rule == nil ? nil : d?.decision
         }

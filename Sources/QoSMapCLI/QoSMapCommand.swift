@@ -40,14 +40,17 @@ public struct QoSMapCommand: ParsableCommand {
 
             Exit status: 0 success; 1 diff found differences or lint found problems;
             64 a bad command-line token; 65 bad data (table files, captures);
-            69 libpcap could not be loaded (remark); 74 an output could not be
-            written (OUT, -o, standard output; the line names the file and the
-            cause, such as "No space left on device"; an old OUT is kept).
+            69 libpcap could not be loaded (remark), or no qosmapd answers on the
+            status socket (status, --live); 74 an output could not be written
+            (OUT, -o, standard output; the line names the file and the cause,
+            such as "No space left on device"; an old OUT is kept); 77 the status
+            socket refused the caller.
             """,
         version: version,
         subcommands: [
             Lookup.self, Show.self, Domains.self, Validate.self, ProfileCommand.self, Remark.self,
             Export.self, Import.self, Diff.self, Explain.self, Lint.self, Classify.self, Names.self,
+            Status.self,
         ])
 
     /// Creates the command (ArgumentParser needs it).
@@ -183,6 +186,8 @@ public struct QoSMapCommand: ParsableCommand {
             return (ExitStatus.unavailable, "qosmap: error: \(error.description)")
         case let error as OutputError:
             return (ExitStatus.ioError, "qosmap: error: \(error.description)")
+        case let error as PermissionError:
+            return (ExitStatus.permission, "qosmap: error: \(error.description)")
         default:
             let code = exitCode(for: error)
             if code == .success {

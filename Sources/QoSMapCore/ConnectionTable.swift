@@ -158,4 +158,21 @@ public final class ConnectionTable: Sendable {
             return old.rule != 0 && old.epoch == epoch && old.key != key
         }
     }
+
+    /// Up to `limit` recorded connections of `epoch` with their rule index,
+    /// and how many there are in all (`qosmap status`; off the packet path:
+    /// one stripe locked at a time).
+    public func entries(epoch: UInt16, limit: Int) -> (entries: [(key: FlowKey, rule: Int)], total: Int) {
+        var out: [(key: FlowKey, rule: Int)] = []
+        var total = 0
+        for stripe in locks {
+            stripe.entries.withLock { e in
+                for entry in e where entry.rule != 0 && entry.epoch == epoch {
+                    total += 1
+                    if out.count < limit { out.append((entry.key, Int(entry.rule) - 1)) }
+                }
+            }
+        }
+        return (out, total)
+    }
 }

@@ -314,6 +314,22 @@ public final class FlowBehaviourTable: Sendable {
             e[base..<(base &+ FlowBehaviourTable.ways)].first { $0.used && $0.key == key }?.state
         }
     }
+
+    /// Up to `limit` tracked flows with their state, and how many there are
+    /// in all (`qosmap status`; one stripe locked at a time).
+    public func entries(limit: Int) -> (entries: [(key: FlowKey, state: FlowBehaviourState)], total: Int) {
+        var out: [(key: FlowKey, state: FlowBehaviourState)] = []
+        var total = 0
+        for stripe in locks {
+            stripe.entries.withLock { e in
+                for entry in e where entry.used {
+                    total += 1
+                    if out.count < limit { out.append((entry.key, entry.state)) }
+                }
+            }
+        }
+        return (out, total)
+    }
 }
 
 extension FlowBehaviourTable {

@@ -60,6 +60,12 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
     public var metricsPort: UInt16 = 9464
     /// Who writes the NFQUEUE rules (`rules:`, see ``RulesConfig``).
     public var rules = RulesConfig()
+    /// `status: {socket:}`: the Unix socket `qosmap status` reads; empty
+    /// (the default) serves none. Read at start only.
+    public var statusSocket = ""
+    /// `status: {group:}`: the group (besides root and qosmapd's own user)
+    /// that may read it; nil: root only.
+    public var statusGroup: String?
 
     /// How packets reach the tables: `nfqueue` (user space) or `ebpf` (tc
     /// clsact egress; see ``EBPFDatapath``).
@@ -155,6 +161,9 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
           mark-only: false       # copy headers only, no payload back; see qosmap export nft
         metrics:
           port: 9464             # Prometheus /metrics on 127.0.0.1; 0 disables
+        status:
+          socket: ""             # e.g. /run/qosmapd/status.sock: what qosmap status reads (mode 0660); "" none
+                                 # group: NAME  may read it too (the unit then needs SupplementaryGroups=NAME)
         datapath: nfqueue        # nfqueue, or ebpf: tc clsact egress on the interfaces: names (no queues, no rules)
         ebpf:
           detach-on-exit: true   # false: the classifier keeps marking with its last tables after qosmapd exits
@@ -382,6 +391,20 @@ struct ConfigParser {
                         if let carry = marking.carry(v) { config.ebpfCarryMask = carry.mask }
                     } else {
                         config.ebpfDetachOnExit = bool(v, "detach-on-exit flag") ?? true
+                    }
+                }
+            case "status":
+                for (_, v, k) in mapping(value, "status", allowed: ["socket", "group"]) ?? [] {
+                    guard let text = scalar(v, k == "socket" ? "a socket path" : "a group name") else {
+                        continue
+                    }
+                    if k == "group" {
+                        config.statusGroup = text
+                    } else if text.isEmpty || text.hasPrefix("/") {
+                        config.statusSocket = text
+                    } else {
+                        error(
+                            v, "invalid status socket '\(text)'; allowed: an absolute path, or \"\" for none")
                     }
                 }
             default:  // metrics

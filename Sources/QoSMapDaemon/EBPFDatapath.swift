@@ -804,6 +804,22 @@ public final class EBPFDatapath: Service, Sendable {
         return r
     }
 
+    /// What `qosmap status` reads the kernel's tables with: the maps, the
+    /// connection epoch and rule names in force, and the flow-behaviour
+    /// epoch (the snapshot's generation); nil before the classifier loaded.
+    func statusState() -> (
+        maps: Maps, epoch: UInt32, rules: [String], behaviourEpoch: UInt32, behaviour: Bool
+    )? {
+        state.withLock { s in
+            guard let maps = s.maps else { return nil }
+            let snapshot = s.snapshot ?? store.snapshot
+            return (
+                maps, s.epoch, s.ruleNames[s.active], UInt32(truncatingIfNeeded: snapshot.generation),
+                !snapshot.config.classify.behaviour.isEmpty
+            )
+        }
+    }
+
     /// Detaches the classifier from every interface (unless `detach-on-exit: false`).
     public func stop() {
         let keep = !store.snapshot.config.ebpfDetachOnExit

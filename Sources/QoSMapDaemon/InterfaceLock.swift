@@ -100,8 +100,8 @@ public final class InterfaceLock: Sendable {
 }
 
 /// `struct ucred` (`<sys/socket.h>` with `_GNU_SOURCE`, which Glibc's module
-/// does not import): what `SO_PEERCRED` returns.
-private struct PeerCredentials {
+/// does not import): what `SO_PEERCRED` returns (here and for the status socket).
+struct PeerCredentials: BitwiseCopyable, Sendable {
     var pid: Int32 = 0
     var uid: UInt32 = 0
     var gid: UInt32 = 0

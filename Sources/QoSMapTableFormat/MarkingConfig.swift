@@ -71,7 +71,7 @@ package struct MarkingConfigReader {
     /// Every top-level key of a qosmapd config.
     package static let topKeys = [
         "queues", "queue", "tables", "system-tables", "trust", "domain", "interfaces", "actions",
-        "metrics", "rules", "datapath", "ebpf", "classify",
+        "metrics", "rules", "datapath", "ebpf", "classify", "status",
     ]
 
     /// Creates a reader for `file`.

@@ -153,11 +153,20 @@ struct QoSMapD: AsyncParsableCommand {
             let datapath = EBPFDatapath(
                 configPath: config, snapshot: snapshot, metrics: DaemonMetrics(), logger: logger,
                 notifier: SystemdNotifier(), metricsEndpoint: server)
+            let status: [ServiceGroupConfiguration.ServiceConfiguration]
+            do {
+                let collector = StatusCollector(store: datapath.store, registry: registry, ebpf: datapath)
+                status = try statusServices(snapshot, logger, collector)
+            } catch {
+                egressQueues.removeAll()
+                writeStandardError("qosmapd: error: \(error)\n")
+                throw ExitCode(1)
+            }
             var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
                 .init(service: datapath), .init(service: server),
                 .init(service: EgressQueueService(queues: egressQueues, store: datapath.store)),
             ]
-            services += dnsServices(snapshot, logger)
+            services += dnsServices(snapshot, logger) + status
             var groupConfig = ServiceGroupConfiguration(services: services, logger: logger)
             groupConfig.gracefulShutdownSignals = [.sigterm, .sigint]
             do {
@@ -182,6 +191,14 @@ struct QoSMapD: AsyncParsableCommand {
             .init(service: service), .init(service: server), .init(service: queueService),
         ]
         services += dnsServices(snapshot, logger)
+        do {
+            services += try statusServices(
+                snapshot, logger, StatusCollector(store: service.store, registry: registry))
+        } catch {
+            queueService.stop()
+            writeStandardError("qosmapd: error: \(error)\n")
+            throw ExitCode(1)
+        }
         // rules: install (see RuleService): installed before the queues are
         // bound, so packets in the first milliseconds are bypassed and counted
         // as fail-open; the service is last so it shuts down (removing the
@@ -230,6 +247,19 @@ func dnsServices(_ snapshot: PolicySnapshot, _ logger: Logger) -> [ServiceGroupC
     }
     services.append(.init(service: DNSSweepService()))
     return services
+}
+
+/// The status socket (`status: {socket:}`), bound now so that a bad path
+/// fails the start in one line; none when the socket is "" (the default).
+func statusServices(_ snapshot: PolicySnapshot, _ logger: Logger, _ collector: StatusCollector) throws
+    -> [ServiceGroupConfiguration.ServiceConfiguration]
+{
+    let path = snapshot.config.statusSocket
+    guard !path.isEmpty else { return [] }
+    let server = try StatusServer(path: path, group: snapshot.config.statusGroup, logger: logger) { limit in
+        collector.report(limit: limit)
+    }
+    return [.init(service: server)]
 }
 
 // The conformance lives here, in the executable: the daemon library does not

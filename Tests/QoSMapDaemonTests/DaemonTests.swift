@@ -25,7 +25,7 @@ import Testing
     ),
     (
         "colour: red\n",
-        "x.yaml:1:1: unknown key 'colour' in the config; allowed: queues, queue, tables, system-tables, trust, domain, interfaces, actions, metrics, rules, datapath, ebpf, classify"
+        "x.yaml:1:1: unknown key 'colour' in the config; allowed: queues, queue, tables, system-tables, trust, domain, interfaces, actions, metrics, rules, datapath, ebpf, classify, status"
     ),
 ])
 func configErrorsArePositioned(text: String, message: String) {
