@@ -259,7 +259,9 @@ struct FlowDecider {
         // class's tests, the same table, the capture's clock.
         var verdict = FlowVerdict.none
         var before: Treatment?
-        if let table = behaviour, let now, let tests = table.perClass[Int(result.treatment.serviceClass.rawValue)] {
+        if let table = behaviour, let now,
+            let tests = table.perClass[Int(result.treatment.serviceClass.rawValue)]
+        {
             // The length the daemon sees is the IP header's (a capture may
             // keep less); above the MTU, a capture taken before GSO
             // segmentation: counted as its segments, as nfqueue does.
@@ -344,7 +346,8 @@ extension FlowDecider.Decision {
     /// `; then flow behaviour: bulk (was EF/green)`, or empty.
     var behaviourText: String {
         guard let beforeBehaviour else { return "" }
-        return "; then flow behaviour: \(behaviour == .bulk ? "bulk" : "interactive") (was \(beforeBehaviour))"
+        return
+            "; then flow behaviour: \(behaviour == .bulk ? "bulk" : "interactive") (was \(beforeBehaviour))"
     }
 
     /// `dscp 46 (EF)`, with mark and priority when the config sets them, or
@@ -557,8 +560,10 @@ extension QoSMapCommand {
                     continue
                 }
                 let d = decider.decide(
-                    UnsafeRawBufferPointer(inner), format: format, fields: f, ingress: ingress, egress: egress,
-                    now: UInt64(clamping: record.seconds) &* 1_000_000_000 &+ UInt64(clamping: record.nanoseconds))
+                    UnsafeRawBufferPointer(inner), format: format, fields: f, ingress: ingress,
+                    egress: egress,
+                    now: UInt64(clamping: record.seconds) &* 1_000_000_000
+                        &+ UInt64(clamping: record.nanoseconds))
                 if let rule = d.rule { byRule[rule.name, default: 0] += 1 } else { byTrust += 1 }
                 if output.json {
                     packets.append(ClassifyJSON(index: n, f, ingress: ingress, egress: egress, d))

@@ -38,6 +38,9 @@ public final class StatusServer: Service, Sendable {
     /// of the ``maxConnections`` places longer.
     public static let deadline = TimeAmount.seconds(5)
     /// Connections served at once.
+    /// The directory of the default socket, `/run/qosmapd` (the unit's
+    /// `RuntimeDirectory=qosmapd`).
+    static let packagedDirectory = "/run/qosmapd"
     public static let maxConnections = 16
 
     // Its own thread, like MetricsServer's: never a packet thread.
@@ -67,6 +70,10 @@ public final class StatusServer: Service, Sendable {
         } else {
             groupID = nil
         }
+        // The packaged default's directory, which the unit's RuntimeDirectory=
+        // makes, is made for a qosmapd run by hand too (any other directory
+        // must exist: a typo is not silently created).
+        if path.hasPrefix(Self.packagedDirectory + "/") { mkdir(Self.packagedDirectory, 0o755) }
         // A socket file left by a killed daemon is removed; any other file is not.
         var st = stat()
         if lstat(path, &st) == 0 {
