@@ -342,17 +342,8 @@ public final class TrafficShaper {
         throws(TrafficShapingError)
     {
         try? deleteIngressFilters(ifindex: ifindex, priority: priority)
-        var selector = StructBytes()
-        selector.append(RT.u32Terminal)  // flags
-        selector.append(UInt8(0))  // offshift
-        selector.append(UInt8(1))  // nkeys
-        selector.append(UInt8(0))  // (padding)
-        selector.append(UInt16(0))  // offmask
-        selector.append(UInt16(0))  // off
-        selector.append(Int16(0))  // offoff
-        selector.append(Int16(0))  // hoff
-        selector.append(UInt32(0))  // hmask
-        for _ in 0..<4 { selector.append(UInt32(0)) }  // the key: mask 0, value 0, off 0, offmask 0
+        // One all-zero key: every packet.
+        let selector = Self.u32Selector([U32MatchKey(value: 0, mask: 0, offset: 0)])
         var mirred = StructBytes()
         mirred.append(UInt32(0))  // index: a new action
         mirred.append(UInt32(0))  // capab
@@ -397,23 +388,7 @@ public final class TrafficShaper {
     ) throws(TrafficShapingError) {
         // A match-all is one all-zero key, as `tc … u32 match u32 0 0` sends it.
         let keys = keys.isEmpty ? [U32MatchKey(value: 0, mask: 0, offset: 0)] : keys
-        var selector = StructBytes()
-        selector.append(RT.u32Terminal)  // flags: a match is final
-        selector.append(UInt8(0))  // offshift
-        selector.append(UInt8(keys.count))  // nkeys
-        selector.append(UInt8(0))  // (padding)
-        selector.append(UInt16(0))  // offmask
-        selector.append(UInt16(0))  // off
-        selector.append(Int16(0))  // offoff
-        selector.append(Int16(0))  // hoff
-        selector.append(UInt32(0))  // hmask
-        for key in keys {
-            // struct tc_u32_key: mask and value big-endian, offsets host order.
-            selector.append(key.mask.bigEndian)
-            selector.append(key.value.bigEndian)
-            selector.append(key.offset)
-            selector.append(Int32(0))  // offmask
-        }
+        let selector = Self.u32Selector(keys)
         try perform(
             .newFilter, subject: "u32 prio \(priority) classid \(classID)", ifindex: ifindex,
             type: RT.newFilter,
@@ -500,6 +475,28 @@ public final class TrafficShaper {
         case .replace: NLM_F_CREATE | NLM_F_REPLACE
         case .change: 0
         }
+    }
+
+    /// `struct tc_u32_sel` with `keys` (each a `struct tc_u32_key`: mask and
+    /// value big-endian, offsets in host order), terminal: a match is final.
+    private static func u32Selector(_ keys: [U32MatchKey]) -> StructBytes {
+        var selector = StructBytes()
+        selector.append(RT.u32Terminal)  // flags
+        selector.append(UInt8(0))  // offshift
+        selector.append(UInt8(keys.count))  // nkeys
+        selector.append(UInt8(0))  // (padding)
+        selector.append(UInt16(0))  // offmask
+        selector.append(UInt16(0))  // off
+        selector.append(Int16(0))  // offoff
+        selector.append(Int16(0))  // hoff
+        selector.append(UInt32(0))  // hmask
+        for key in keys {
+            selector.append(key.mask.bigEndian)
+            selector.append(key.value.bigEndian)
+            selector.append(key.offset)
+            selector.append(Int32(0))  // offmask
+        }
+        return selector
     }
 
     /// `struct tcmsg`.
