@@ -158,6 +158,8 @@ extension QoSMapCommand {
             var egress = ""
             /// The queue of a class on the egress, nil without queues.
             var queue: (ServiceClass) -> String? = { _ in nil }
+            /// `classify.flows`: what flow behaviour may do to a class's flows.
+            var flows = FlowBehaviour()
         }
 
         /// Everything the command prints.
@@ -189,7 +191,8 @@ extension QoSMapCommand {
                         ruled: rule != nil || (trustsNone && rules)))
                 context = ConfigHop(
                     trustsNone: trustsNone, egress: egress,
-                    queue: { snapshot.config.queueName(output: egress, $0) })
+                    queue: { snapshot.config.queueName(output: egress, $0) },
+                    flows: snapshot.config.classify.behaviour)
                 if trustsNone, rule == nil {
                     first = Treatment(.be, .green)
                     context?.unruled =
@@ -365,6 +368,14 @@ extension QoSMapCommand {
                     ])
                 }
                 if h.written.isEmpty { rows.append(["writes", "nothing", ""]) }
+                // Flow behaviour may replace hop 1's class: what it would do
+                // to this class's flows (a described packet has no history;
+                // classify --in runs it over a capture).
+                if i == 0, let context, let tests = context.flows.tests(for: h.treatment.serviceClass) {
+                    rows.append([
+                        "flows", Self.flowsText(tests), "classify.flows for \(h.treatment.serviceClass)",
+                    ])
+                }
                 // qosmapd queues by hop 1's class, on the config's egress.
                 if i == 0, let context, let queue = context.queue(h.treatment.serviceClass) {
                     rows.append(["queue", queue, "on \(context.egress)"])
@@ -373,6 +384,21 @@ extension QoSMapCommand {
             }
             lines.append("leaves: \(trace.hops.last!.leaving)")
             return lines.joined(separator: "\n") + "\n"
+        }
+
+        /// `bulk above 100 packets/s -> BE/green; interactive at most 500 B average -> AF4/green`.
+        static func flowsText(_ b: FlowBehaviour) -> String {
+            var parts: [String] = []
+            if let bulk = b.bulk {
+                var when: [String] = []
+                if let pps = bulk.packetsPerSecond { when.append("\(pps) packets/s") }
+                if let bytes = bulk.bytes { when.append("\(bytes) bytes") }
+                parts.append("bulk above \(when.joined(separator: " or ")) -> \(bulk.treatment)")
+            }
+            if let i = b.interactive {
+                parts.append("interactive at most \(i.maxAverageSize) B average -> \(i.treatment)")
+            }
+            return parts.joined(separator: "; ")
         }
 
         static func inputName(_ field: Field, _ v: UInt8) -> String {
