@@ -162,7 +162,7 @@ public struct DaemonConfig: Sendable, Equatable, MarkingSettings {
         metrics:
           port: 9464             # Prometheus /metrics on 127.0.0.1; 0 disables
         status:
-          socket: /run/qosmapd/status.sock  # what qosmap status reads (mode 0660: root and qosmapd's user); "" none
+          socket: ""             # "" none; /run/qosmapd/status.sock under the packaged unit (its RuntimeDirectory): what qosmap status reads
                                  # group: NAME  may read it too (the unit then needs SupplementaryGroups=NAME)
         datapath: nfqueue        # nfqueue, or ebpf: tc clsact egress on the interfaces: names (no queues, no rules)
         ebpf:
