@@ -988,7 +988,12 @@ static __always_inline void qm_bcount_add(__u32 i) {
 // (global functions: verified once, not in each of mark_ip's copies).
 static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 segs, __u32 who) {
     __u32 v6 = (who >> 16) & 1, slot = (who >> 8) & 1, cell = who & 0xff;
-    __u32 class = (cell % 24) / 3, key = slot << 3 | class;
+    // The key (slot << 3 | class) stored 64 bits wide (qm_wide; the map
+    // reads its low 4 bytes): clang put it in a stack slot that had held a
+    // spilled pointer, and a 4-byte store there is refused without
+    // CAP_PERFMON ("attempt to corrupt spilled pointer on stack").
+    __u32 class = (cell % 24) / 3;
+    __u64 key = qm_wide(slot << 3 | class);
     struct qm_bconf *c = bpf_map_lookup_elem(&qm_bconf, &key);
     if (!c || !((c->apply_to >> class) & 1)) return 0;
     struct qm_fields *f = fp;
@@ -1059,10 +1064,13 @@ static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 s
     __u64 now = c->test_now ? c->test_now : bpf_ktime_get_coarse_ns();
     // now / QM_NS only when `now` left the way's second (a 64-bit division
     // costs tens of cycles): the same integer second either way.
-    __u32 sec = st->second;
+    // 64 bits wide (qm_wide), as `hold` below: spilled across the counter
+    // helper calls, and a 32-bit spill into a slot that held a pointer is
+    // refused without CAP_PERFMON.
+    __u64 sec = qm_wide(st->second);
     if (now - st->since >= QM_NS) {
         __u64 q = now / QM_NS;
-        sec = (__u32)q;
+        sec = qm_wide((__u32)q);
         st->since = q * QM_NS;
     }
     if (!segs) segs = 1;
@@ -1070,8 +1078,8 @@ static __always_inline int qm_behaviour(struct qm_fields *fp, __u32 len, __u32 s
     // held a pointer; a 32-bit store there is refused without CAP_PERFMON).
     __u64 hold = qm_wide(c->flags & QM_B_BULK ? c->hold : 0);
     if (sec != st->second) {
-        if (sec - st->second > hold) st->bytes = 0;
-        st->second = sec;
+        if ((__u32)(sec - st->second) > hold) st->bytes = 0;
+        st->second = (__u32)sec;
         st->packets = 0;
     }
     __u32 p = st->packets + segs;
