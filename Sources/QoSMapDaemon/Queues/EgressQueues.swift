@@ -176,6 +176,11 @@ public final class EgressQueues {
         throws(EgressQueueError)
     {
         wanted = Self.wants(queues, download: download)
+        for name in wanted.keys.sorted() {
+            try ensure(name, atStart: true)
+        }
+        // Said once the trees are built, so that a refused start prints its
+        // one error line alone.
         if !colorAware, wanted.values.contains(where: { $0.config.discipline == .htb }) {
             // Said once: the AF classes' colors give no drop order here.
             logger.notice(
@@ -186,9 +191,6 @@ public final class EgressQueues {
             if let line = plan.notice(interface: name, ifb: Self.ifbName(for: name)) {
                 logger.notice("\(line)")
             }
-        }
-        for name in wanted.keys.sorted() {
-            try ensure(name, atStart: true)
         }
     }
 
