@@ -9,8 +9,12 @@
 #     nfqueue  qosmapd with CONFIG, fed by iptables/ip6tables -j NFQUEUE;
 #     ebpf     qosmapd with CONFIG's `queues: [0]` replaced by `datapath: ebpf`
 #              (tc clsact egress on every interface it names, no NFQUEUE rule);
-#     nft      `qosmap export nft --config CONFIG` loaded with nft -f, no daemon.
+#     nft      `qosmap export nft --config CONFIG` loaded with nft -f, no daemon;
+#     export   nft's ruleset, and `qosmap export tc --config CONFIG` (leaves:
+#              fq_codel where the router's kernel has it, else bfifo) applied
+#              with tc -batch: the queues: trees too, no daemon.
 #   datapath_stop NAME   undoes datapath_start (SIGTERM for the daemon, up to 5 s).
+#   datapath_leaf        fq_codel or bfifo: the leaf the router's kernel takes.
 #
 # Needs BIN (the build's bin path), WORK (a scratch directory) and the
 # caller's fail function. Sets DPID (the daemon's pid, "" when none); the
@@ -46,6 +50,12 @@ datapath_start() {  # NAME CONFIG
         || { echo "    qosmap export nft refused the config: $(head -1 "$WORK/export.err")"; return 1; }
       inr nft -f "$WORK/export.nft" 2>"$WORK/export.err" \
         || { echo "    nft -f refused the export: $(head -1 "$WORK/export.err")"; return 1; } ;;
+    export)
+      datapath_start nft "$config" || return 1
+      "$BIN/qosmap" export tc --config "$config" --leaf "$(datapath_leaf)" -o "$WORK/export.tc" 2>"$WORK/export.err" \
+        || { echo "    qosmap export tc refused the config: $(head -1 "$WORK/export.err")"; return 1; }
+      inr tc -batch "$WORK/export.tc" >"$WORK/export.err" 2>&1 \
+        || { echo "    tc -batch refused the export: $(head -1 "$WORK/export.err")"; return 1; } ;;
     ebpf)
       sed 's/^queues: \[0\]$/datapath: ebpf/' "$config" >"$config.ebpf.yaml"; chmod 644 "$config.ebpf.yaml"
       ip netns exec "$R" "$BIN/qosmapd" --config "$config.ebpf.yaml" >>"$log" 2>&1 &
@@ -59,6 +69,13 @@ datapath_stop() {  # NAME
   local _
   case $1 in
     nft) inr nft delete table inet qosmap 2>/dev/null ;;
+    export)
+      local d
+      inr nft delete table inet qosmap 2>/dev/null
+      # The root qdiscs the script added: "qdisc add|replace dev D root ...".
+      for d in $(awk '$1 == "qdisc" && $3 == "dev" && $5 == "root" { print $4 }' "$WORK/export.tc" 2>/dev/null | sort -u); do
+        inr tc qdisc del dev "$d" root 2>/dev/null
+      done ;;
     nfqueue|ebpf)
       [ "$1" = nfqueue ] && queue_rules del --queue-num 0 2>/dev/null
       [ -n "$DPID" ] || return 0
@@ -74,4 +91,14 @@ datapath_stop() {  # NAME
       fi ;;
   esac
   return 0
+}
+
+# datapath_leaf: fq_codel when the router's kernel takes an fq_codel qdisc
+# (asked of the kernel on a scratch dummy link), else bfifo.
+datapath_leaf() {
+  local leaf=bfifo
+  ip -n "$R" link add qmleafprobe type dummy 2>/dev/null || { echo bfifo; return; }
+  ip netns exec "$R" tc qdisc add dev qmleafprobe root fq_codel 2>/dev/null && leaf=fq_codel
+  ip -n "$R" link del qmleafprobe 2>/dev/null
+  echo $leaf
 }
