@@ -824,6 +824,17 @@ public struct CAKEPlan: Hashable, Sendable {
         }
         return TCHandle(major: handle.major, minor: UInt16(position + 1)).rawValue
     }
+
+    /// The service class that names each tin's counters, by the tin's place
+    /// in CAKE's stats dump (which lists the tins in `tin_order`, as the skb
+    /// priority's minor counts them): in diffserv8 each class's own tin. A
+    /// tin that several classes share is named after the first of them in
+    /// the device model's order (BE … CS7), so that a sum over classes counts
+    /// each tin once; a tin no class uses (diffserv4's bulk) is nil.
+    public var tinLabels: [ServiceClass?] {
+        let classes = ServiceClass.allCases.sorted { $0.rawValue < $1.rawValue }
+        return tinOrder.map { tin in classes.first { self.tin($0) == tin } }
+    }
 }
 
 // MARK: - Leaves

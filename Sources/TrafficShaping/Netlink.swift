@@ -41,6 +41,7 @@ enum RT {
     static let stats2: UInt16 = 7  // TCA_STATS2
     static let statsBasic: UInt16 = 1  // TCA_STATS_BASIC: struct gnet_stats_basic
     static let statsQueue: UInt16 = 3  // TCA_STATS_QUEUE: struct gnet_stats_queue
+    static let statsApp: UInt16 = 4  // TCA_STATS_APP: the qdisc kind's own statistics
     static let statsPackets64: UInt16 = 8  // TCA_STATS_PKT64
 
     static let htbParameters: UInt16 = 1  // TCA_HTB_PARMS: struct tc_htb_opt
@@ -57,6 +58,15 @@ enum RT {
 
     static let cakeBaseRate64: UInt16 = 2  // TCA_CAKE_BASE_RATE64
     static let cakeDiffservMode: UInt16 = 3  // TCA_CAKE_DIFFSERV_MODE
+    static let cakeStatsTinStats: UInt16 = 10  // TCA_CAKE_STATS_TIN_STATS: one nest per tin, 1…
+    static let cakeTinSentPackets: UInt16 = 2  // TCA_CAKE_TIN_STATS_SENT_PACKETS (u32)
+    static let cakeTinSentBytes64: UInt16 = 3  // TCA_CAKE_TIN_STATS_SENT_BYTES64
+    static let cakeTinDroppedPackets: UInt16 = 4  // TCA_CAKE_TIN_STATS_DROPPED_PACKETS (u32)
+    static let cakeTinAckDropsPackets: UInt16 = 6  // TCA_CAKE_TIN_STATS_ACKS_DROPPED_PACKETS (u32)
+    static let cakeTinECNMarkedPackets: UInt16 = 8  // TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS (u32)
+    static let cakeTinBacklogBytes: UInt16 = 11  // TCA_CAKE_TIN_STATS_BACKLOG_BYTES (u32)
+    static let cakeTinThresholdRate64: UInt16 = 12  // TCA_CAKE_TIN_STATS_THRESHOLD_RATE64
+    static let cakeTinWayCollisions: UInt16 = 17  // TCA_CAKE_TIN_STATS_WAY_COLLISIONS (u32)
 
     static let gredParameters: UInt16 = 1  // TCA_GRED_PARMS: struct tc_gred_qopt
     static let gredStab: UInt16 = 2  // TCA_GRED_STAB: 256 bytes

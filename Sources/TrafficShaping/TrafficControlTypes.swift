@@ -344,6 +344,33 @@ public struct TrafficStatistics: Hashable, Sendable {
     public init() {}
 }
 
+/// One CAKE tin's counters (`TCA_CAKE_STATS_TIN_STATS` in the qdisc's
+/// `TCA_STATS_APP`). CAKE counts a packet's bytes and packets when it is
+/// queued, not when it leaves, so what it drops later is counted in both
+/// `sent` and `dropped`; its packet counters are 32 bits wide and wrap. It
+/// reports no per-tin packet backlog and no per-tin overlimits.
+public struct CAKETinStatistics: Hashable, Sendable {
+    /// Bytes queued into the tin (`SENT_BYTES64`).
+    public var sentBytes: UInt64 = 0
+    /// Packets queued into the tin (`SENT_PACKETS`).
+    public var sentPackets: UInt32 = 0
+    /// Packets CAKE dropped from the tin (COBALT's drops and overflow's).
+    public var droppedPackets: UInt32 = 0
+    /// Packets the ACK filter dropped (none: qosmapd enables no ACK filter).
+    public var ackDroppedPackets: UInt32 = 0
+    /// Packets marked CE instead of dropped.
+    public var ecnMarkedPackets: UInt32 = 0
+    /// Bytes waiting.
+    public var backlogBytes: UInt32 = 0
+    /// The tin's threshold rate, bytes per second.
+    public var thresholdRateBytesPerSecond: UInt64 = 0
+    /// Flows that found all the ways of their hash set taken.
+    public var wayCollisions: UInt32 = 0
+
+    /// Zero counts.
+    public init() {}
+}
+
 /// A qdisc as the kernel reports it (`RTM_NEWQDISC` in a dump).
 public struct QdiscInfo: Hashable, Sendable {
     /// The interface.
@@ -358,6 +385,10 @@ public struct QdiscInfo: Hashable, Sendable {
     public var options: QdiscOptions?
     /// Its counters, when the kernel sent them.
     public var statistics: TrafficStatistics?
+    /// For a CAKE qdisc, each tin's counters in the order the kernel dumps
+    /// them (CAKE's `tin_order`: for diffserv8 tin 0 first, for diffserv4
+    /// bulk first); nil for other kinds.
+    public var cakeTins: [CAKETinStatistics]? = nil
 
     /// Whether it is the interface's root qdisc.
     public var isRoot: Bool { parent == .root }

@@ -95,15 +95,21 @@ public final class TrafficShaper {
             extraHeader: Self.tcmsg(ifindex: ifindex, handle: .unspecified, parent: .unspecified),
             each: { message in
                 // The kernel may dump every interface's; keep this one's.
-                guard let object = TCObject(message), object.ifindex == ifindex else { return }
-                found.append(
-                    QdiscInfo(
-                        ifindex: object.ifindex, kind: object.kind, handle: object.handle,
-                        parent: object.parent,
-                        options: object.options.flatMap { Self.decodeQdiscOptions(kind: object.kind, $0) },
-                        statistics: object.statistics))
+                guard let qdisc = Self.qdisc(message), qdisc.ifindex == ifindex else { return }
+                found.append(qdisc)
             })
         return found
+    }
+
+    /// The qdisc that an `RTM_NEWQDISC` message describes; nil for a message
+    /// too short to hold a `struct tcmsg`.
+    static func qdisc(_ message: UnsafePointer<nlmsghdr>) -> QdiscInfo? {
+        guard let object = TCObject(message) else { return nil }
+        return QdiscInfo(
+            ifindex: object.ifindex, kind: object.kind, handle: object.handle, parent: object.parent,
+            options: object.options.flatMap { Self.decodeQdiscOptions(kind: object.kind, $0) },
+            statistics: object.statistics,
+            cakeTins: object.kind == "cake" ? object.application.map(Self.decodeCAKETins) : nil)
     }
 
     /// Adds, replaces or changes a qdisc (`RTM_NEWQDISC`).
@@ -724,6 +730,34 @@ public final class TrafficShaper {
         }
     }
 
+    /// CAKE's `TCA_STATS_APP`: the tins nested in `TCA_CAKE_STATS_TIN_STATS`
+    /// as attributes 1, 2 … in dump order, each holding its counters
+    /// (`TCA_CAKE_TIN_STATS_*`, with pad attributes where the kernel aligns a
+    /// 64-bit one). Attributes this does not read are skipped, so that a
+    /// kernel that adds some still parses.
+    static func decodeCAKETins(_ application: Attribute) -> [CAKETinStatistics] {
+        guard let tins = application.nested.first(where: { $0.type == RT.cakeStatsTinStats }) else {
+            return []
+        }
+        return tins.nested.sorted { $0.type < $1.type }.map { tin in
+            var s = CAKETinStatistics()
+            for a in tin.nested {
+                switch a.type {
+                case RT.cakeTinSentBytes64: s.sentBytes = a.integer(UInt64.self) ?? 0
+                case RT.cakeTinSentPackets: s.sentPackets = a.integer(UInt32.self) ?? 0
+                case RT.cakeTinDroppedPackets: s.droppedPackets = a.integer(UInt32.self) ?? 0
+                case RT.cakeTinAckDropsPackets: s.ackDroppedPackets = a.integer(UInt32.self) ?? 0
+                case RT.cakeTinECNMarkedPackets: s.ecnMarkedPackets = a.integer(UInt32.self) ?? 0
+                case RT.cakeTinBacklogBytes: s.backlogBytes = a.integer(UInt32.self) ?? 0
+                case RT.cakeTinThresholdRate64: s.thresholdRateBytesPerSecond = a.integer(UInt64.self) ?? 0
+                case RT.cakeTinWayCollisions: s.wayCollisions = a.integer(UInt32.self) ?? 0
+                default: break
+                }
+            }
+            return s
+        }
+    }
+
     private static func decodeHTBClass(_ options: Attribute) -> HTBClassInfo? {
         let nested = options.nested
         guard let parameters = nested.first(where: { $0.type == RT.htbParameters })?.payload,
@@ -752,6 +786,8 @@ private struct TCObject {
     var kind = ""
     var options: Attribute?
     var statistics: TrafficStatistics?
+    /// `TCA_STATS_APP` in `TCA_STATS2`: the kind's own statistics.
+    var application: Attribute?
 
     init?(_ header: UnsafePointer<nlmsghdr>) {
         let length = Int(header.pointee.nlmsg_len) - MemoryLayout<nlmsghdr>.size
@@ -765,7 +801,9 @@ private struct TCObject {
             switch attribute.type {
             case RT.kind: kind = attribute.string
             case RT.options: options = attribute
-            case RT.stats2: statistics = Self.statistics(attribute)
+            case RT.stats2:
+                statistics = Self.statistics(attribute)
+                application = attribute.nested.first { $0.type == RT.statsApp }
             default: break
             }
         }

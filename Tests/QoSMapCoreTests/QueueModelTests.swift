@@ -420,6 +420,23 @@ struct QueueModelCAKETests {
         #expect(ServiceClass.allCases.allSatisfy { plan.skbPriority($0) == nil && plan.tin($0) == 0 })
         #expect(plan.tinCount == 1)
     }
+
+    // The stats dump lists tin order[i] as its (i + 1)th entry, the same
+    // tin that priority minor i + 1 selects: each entry is labelled by the
+    // class whose priority names it, and a shared tin once.
+    @Test func eachTinOfTheStatsDumpIsLabelledByTheClassQueuedInIt() {
+        let ds8 = CAKEPlan(rate: Rate(bitsPerSecond: 20_000_000), diffserv: .diffserv8)
+        #expect(ds8.tinLabels == [.be, .af1, .af2, .af3, .af4, .ef, .cs6, .cs7])
+        for serviceClass in ServiceClass.allCases {
+            let minor = Int(ds8.skbPriority(serviceClass)! & 0xffff)
+            #expect(ds8.tinLabels[minor - 1] == serviceClass)
+        }
+        let ds4 = CAKEPlan(rate: Rate(bitsPerSecond: 20_000_000), diffserv: .diffserv4)
+        // Bulk (dumped first), best effort, video, voice.
+        #expect(ds4.tinLabels == [nil, .be, .af2, .ef])
+        let one = CAKEPlan(rate: Rate(bitsPerSecond: 20_000_000), diffserv: .besteffort)
+        #expect(one.tinLabels == [.be])
+    }
 }
 
 @Suite("Queue model: leaves")

@@ -231,13 +231,17 @@ public final class EgressQueues {
     }
 
     /// Reads the kernel's counters of every HTB leaf class qosmapd built into
-    /// ``QueueMetrics`` (one class dump per device). CAKE's tins are not
-    /// classes in a dump, so a CAKE tree has no per-class series.
+    /// ``QueueMetrics`` (one class dump per device), or for CAKE those of
+    /// each tin (one qdisc dump), labelled by the class the tin is for
+    /// (``CAKEPlan/tinLabels``).
     public func recordCounters() {
         for (name, have) in built {
-            guard let want = wanted[name], let classes = try? shaper.classes(ifindex: have.ifindex) else {
+            guard let want = wanted[name] else { continue }
+            if let cake = have.config.cakePlan(want.direction, major: Self.major) {
+                recordTins(cake, ifindex: have.ifindex, want)
                 continue
             }
+            guard let classes = try? shaper.classes(ifindex: have.ifindex) else { continue }
             for c in classes where c.kind == "htb" && c.handle.major == Self.major {
                 guard let stats = c.statistics,
                     let serviceClass = ServiceClass.allCases.first(where: {
@@ -247,6 +251,23 @@ public final class EgressQueues {
                 metrics.record(
                     interface: want.interface, direction: want.direction, serviceClass: serviceClass, stats)
             }
+        }
+    }
+
+    /// Records the tins of qosmapd's CAKE root on `ifindex`, when it is there and
+    /// has as many tins as `plan` (a tree being rebuilt is read at the next
+    /// check).
+    func recordTins(_ plan: CAKEPlan, ifindex: Int32, _ want: WantedQueues) {
+        guard
+            let root = try? shaper.qdiscs(ifindex: ifindex).first(where: {
+                $0.isRoot && $0.handle == Self.rootHandle && $0.kind == "cake"
+            }),
+            let tins = root.cakeTins, tins.count == plan.tinCount
+        else { return }
+        for (tin, label) in zip(tins, plan.tinLabels) {
+            guard let serviceClass = label else { continue }
+            metrics.record(
+                interface: want.interface, direction: want.direction, serviceClass: serviceClass, tin)
         }
     }
 
