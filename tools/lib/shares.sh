@@ -22,13 +22,15 @@ class_pair() {
 # share_window NS DEV CLASS_A CLASS_B OUT: run in the background beside two
 # floods; the caller touches OUT.stop when they are over (30 s at most).
 # Samples both classes' counters every 0.2 s into OUT.series ("NS A B"), then
-# takes the longest stretch in which both moved between every two samples,
-# leaves out its first SHARE_SETTLE seconds (default 0.5: the queues fill)
-# and its last step (a flow ending), and writes "BYTES_A BYTES_B
-# MICROSECONDS" sent over the rest to OUT; "0 0 0" when that rest is shorter
-# than SHARE_MIN seconds (default 1). Sampling throughout, not one window at
-# a fixed time: under TCG a window placed after a fixed sleep fell past a
-# flow's end when the guest was slow.
+# takes the stretch in which both flows ran: from the first sample by which
+# both counters had moved, plus SHARE_SETTLE seconds (default 0.5: the queues
+# fill), to one sample before the earlier of their last moves (the one
+# interval in which a flow may have ended). Writes "BYTES_A BYTES_B
+# MICROSECONDS SAMPLES" sent over it to OUT; "0 0 0 SAMPLES" when it is shorter than
+# SHARE_MIN seconds (default 1). Sampling throughout, not one window at a
+# fixed time: under TCG a window placed after a fixed sleep fell past a
+# flow's end when the guest was slow; and not "both moved in every step":
+# under TCG's coarse timers a class can miss one 0.2 s step while backlogged.
 share_window() {
   local ns=$1 dev=$2 a=$3 b=$4 out=$5 t p _
   rm -f "$out.stop" "$out.series"
@@ -41,21 +43,19 @@ share_window() {
   awk -v settle="${SHARE_SETTLE:-0.5}" -v min="${SHARE_MIN:-1}" '
     { t[NR] = $1; a[NR] = $2; b[NR] = $3 }
     END {
-      # Runs of samples i-1 -> i in which both counters grew; the longest.
-      best = 0; bs = 0; be = 0; s = 0
+      fa = fb = la = lb = 0
       for (i = 2; i <= NR; i++) {
-        if (a[i] > a[i - 1] && b[i] > b[i - 1]) {
-          if (s == 0) s = i - 1
-          if (i - s > best) { best = i - s; bs = s; be = i }
-        } else s = 0
+        if (!fa && a[i] > a[1]) fa = i
+        if (!fb && b[i] > b[1]) fb = i
+        if (a[i] > a[i - 1]) la = i
+        if (b[i] > b[i - 1]) lb = i
       }
-      if (best == 0) { print "0 0 0"; exit }
-      # Settle: the first sample at least SHARE_SETTLE after the run began;
-      # the end: one sample before its last.
-      i0 = bs; while (i0 < be && t[i0] - t[bs] < settle * 1e9) i0++
-      i1 = be - 1
-      if (i1 <= i0 || t[i1] - t[i0] < min * 1e9) { print "0 0 0"; exit }
-      printf "%d %d %d\n", a[i1] - a[i0], b[i1] - b[i0], (t[i1] - t[i0]) / 1000
+      if (!fa || !fb) { print "0 0 0 " NR; exit }
+      s = fa > fb ? fa : fb
+      e = (la < lb ? la : lb) - 1
+      i0 = s; while (i0 < e && t[i0] - t[s] < settle * 1e9) i0++
+      if (e <= i0 || t[e] - t[i0] < min * 1e9) { print "0 0 0 " NR; exit }
+      printf "%d %d %d %d\n", a[e] - a[i0], b[e] - b[i0], (t[e] - t[i0]) / 1000, NR
     }' "$out.series" >"$out"
 }
 
@@ -71,8 +71,9 @@ share_rate() {
   awk -v t="$2" -v p="$3" '{ r = $3 > 0 ? ($1 + $2) * 8e6 / $3 : 0; d = r - t; if (d < 0) d = -d; exit !(r > 0 && d * 100 <= p * t) }' "$1"
 }
 
-# share_text FILE: "A:B bytes = RATIO in S s, R Mbit/s" for a check's name.
+# share_text FILE: "A:B bytes = RATIO in S s, together R Mbit/s (N samples)"
+# for a check's name.
 share_text() {
-  awk '{ printf "%d:%d bytes = %s in %.2f s, together %.2f Mbit/s", $1, $2,
-    ($2 > 0 ? sprintf("%.2f", $1 / $2) : "inf"), $3 / 1e6, ($3 > 0 ? ($1 + $2) * 8 / $3 : 0) }' "$1" 2>/dev/null
+  awk '{ printf "%d:%d bytes = %s in %.2f s, together %.2f Mbit/s (%d samples)", $1, $2,
+    ($2 > 0 ? sprintf("%.2f", $1 / $2) : "inf"), $3 / 1e6, ($3 > 0 ? ($1 + $2) * 8 / $3 : 0), $4 }' "$1" 2>/dev/null
 }
