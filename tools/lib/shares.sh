@@ -8,20 +8,10 @@
 # the two adding up to more than the shaped rate). The class counters over a
 # stretch in which both move tell the scheduler's split alone.
 
-# class_pair NS DEV CLASS_A CLASS_B: "BYTES_A BYTES_B", the bytes each class
-# has sent, from one `tc -s class show` (two calls would be read apart in
-# time).
-class_pair() {
-  ip netns exec "$1" tc -s class show dev "$2" 2>/dev/null | awk -v a="$3" -v b="$4" '
-    $1 == "class" { c = $3 }
-    $1 == "Sent" && c == a && ga == "" { ga = $2 }
-    $1 == "Sent" && c == b && gb == "" { gb = $2 }
-    END { printf "%d %d\n", ga, gb }'
-}
-
 # share_window NS DEV CLASS_A CLASS_B OUT: run in the background beside two
 # floods; the caller touches OUT.stop when they are over (30 s at most).
-# Samples both classes' counters every 0.2 s into OUT.series ("NS A B"), then
+# Samples both classes' counters every 0.2 s into OUT.series ("µs A B",
+# tools/lib/share-sampler, one process inside the namespace), then
 # takes the stretch in which both flows ran: from the first sample by which
 # both counters had moved, plus SHARE_SETTLE seconds (default 0.5: the queues
 # fill), to one sample before the earlier of their last moves (the one
@@ -32,14 +22,9 @@ class_pair() {
 # flow's end when the guest was slow; and not "both moved in every step":
 # under TCG's coarse timers a class can miss one 0.2 s step while backlogged.
 share_window() {
-  local ns=$1 dev=$2 a=$3 b=$4 out=$5 t p _
+  local ns=$1 dev=$2 a=$3 b=$4 out=$5
   rm -f "$out.stop" "$out.series"
-  for _ in $(seq 150); do
-    t=$(date +%s%N); p=$(class_pair "$ns" "$dev" "$a" "$b")
-    echo "$t $p" >>"$out.series"
-    [ -e "$out.stop" ] && break
-    sleep 0.2
-  done
+  ip netns exec "$ns" "$(dirname "${BASH_SOURCE[0]}")/share-sampler" "$dev" "$a" "$b" "$out"
   awk -v settle="${SHARE_SETTLE:-0.5}" -v min="${SHARE_MIN:-1}" '
     { t[NR] = $1; a[NR] = $2; b[NR] = $3 }
     END {
@@ -53,9 +38,9 @@ share_window() {
       if (!fa || !fb) { print "0 0 0 " NR; exit }
       s = fa > fb ? fa : fb
       e = (la < lb ? la : lb) - 1
-      i0 = s; while (i0 < e && t[i0] - t[s] < settle * 1e9) i0++
-      if (e <= i0 || t[e] - t[i0] < min * 1e9) { print "0 0 0 " NR; exit }
-      printf "%d %d %d %d\n", a[e] - a[i0], b[e] - b[i0], (t[e] - t[i0]) / 1000, NR
+      i0 = s; while (i0 < e && t[i0] - t[s] < settle * 1e6) i0++
+      if (e <= i0 || t[e] - t[i0] < min * 1e6) { print "0 0 0 " NR; exit }
+      printf "%d %d %d %d\n", a[e] - a[i0], b[e] - b[i0], t[e] - t[i0], NR
     }' "$out.series" >"$out"
 }
 
